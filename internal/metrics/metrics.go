@@ -1,0 +1,125 @@
+// Package metrics owns sweeprail's Prometheus collectors. Every label combination that can occur
+// is created at zero when the collectors are built, so an alert on increase() sees the first
+// failure instead of a series that appears already at one.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sweep names one sweep and its passes, the label values to export at zero.
+type Sweep struct {
+	Name   string
+	Passes []string
+}
+
+// Labels are every label value that can occur.
+type Labels struct {
+	Sweeps []Sweep
+	// Outcomes are the values of sweeprail_runs_total's outcome label.
+	Outcomes []string
+	// AuthReasons are the values of sweeprail_auth_failures_total's reason label.
+	AuthReasons []string
+}
+
+// Metrics holds the collectors. A nil *Metrics records nothing, so tests that do not look at
+// metrics need not build one.
+type Metrics struct {
+	rowsDeleted   *prometheus.CounterVec
+	runs          *prometheus.CounterVec
+	runDuration   *prometheus.HistogramVec
+	batchDuration *prometheus.HistogramVec
+	lastSuccess   *prometheus.GaugeVec
+	authFailures  *prometheus.CounterVec
+}
+
+// New builds the collectors, registers them on reg and exports every combination of labels at zero.
+func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
+	m := &Metrics{
+		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_rows_deleted_total",
+			Help: "Rows deleted by sweeps, by sweep and pass.",
+		}, []string{"sweep", "pass"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_runs_total",
+			Help: "Sweep runs, by sweep and outcome (a stop reason, or skipped when the lease was held).",
+		}, []string{"sweep", "outcome"}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sweeprail_run_duration_seconds",
+			Help:    "Duration of sweep runs, lease included.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 90, 120},
+		}, []string{"sweep"}),
+		batchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sweeprail_batch_duration_seconds",
+			Help:    "Duration of one batch transaction.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}, []string{"sweep"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sweeprail_last_success_timestamp_seconds",
+			Help: "Unix time of the last run that took its lease and ended without batch-error; 0 until the first.",
+		}, []string{"sweep"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_auth_failures_total",
+			Help: "Requests to /internal/* refused by the signature check, by reason.",
+		}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range labels.Sweeps {
+		for _, p := range s.Passes {
+			m.rowsDeleted.WithLabelValues(s.Name, p)
+		}
+		for _, o := range labels.Outcomes {
+			m.runs.WithLabelValues(s.Name, o)
+		}
+		m.runDuration.WithLabelValues(s.Name)
+		m.batchDuration.WithLabelValues(s.Name)
+		m.lastSuccess.WithLabelValues(s.Name)
+	}
+	for _, r := range labels.AuthReasons {
+		m.authFailures.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+// RowsDeleted adds n to a pass's deleted rows.
+func (m *Metrics) RowsDeleted(sweep, pass string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.rowsDeleted.WithLabelValues(sweep, pass).Add(float64(n))
+}
+
+// Batch records one batch transaction's duration.
+func (m *Metrics) Batch(sweep string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.batchDuration.WithLabelValues(sweep).Observe(d.Seconds())
+}
+
+// Run records one finished run: its outcome, its duration and, when it succeeded (it ran and no
+// batch failed), its time of success.
+func (m *Metrics) Run(sweep, outcome string, d time.Duration, succeeded bool, end time.Time) {
+	if m == nil {
+		return
+	}
+	m.runs.WithLabelValues(sweep, outcome).Inc()
+	m.runDuration.WithLabelValues(sweep).Observe(d.Seconds())
+	if succeeded {
+		m.lastSuccess.WithLabelValues(sweep).Set(float64(end.UnixNano()) / 1e9)
+	}
+}
+
+// AuthFailure counts one request refused by the signature check.
+func (m *Metrics) AuthFailure(reason string) {
+	if m == nil {
+		return
+	}
+	m.authFailures.WithLabelValues(reason).Inc()
+}
