@@ -1,0 +1,51 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both start a throwaway
+# PostgreSQL under .tmp/ (scripts/pg) unless DATABASE_URL / TEST_DATABASE_URL is set.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEMO_ROWS ?= 100000
+DEMO_DB ?= sweeprail
+
+.PHONY: run test lint bench build pg-start pg-stop pg-destroy
+
+build:
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cmd/...
+
+## run: PostgreSQL, migrations, demo data.
+run: build
+	@if [ -z "$${DATABASE_URL:-}" ]; then \
+		base=$$(scripts/pg start); \
+		psql "$$base" -qtAc "SELECT 1 FROM pg_database WHERE datname = '$(DEMO_DB)'" | grep -q 1 \
+			|| psql "$$base" -qc 'CREATE DATABASE "$(DEMO_DB)"'; \
+		export DATABASE_URL="$${base/\/postgres\?//$(DEMO_DB)?}"; \
+	fi; \
+	bin/api migrate up | tail -n 1; \
+	bin/api seed-demo --if-empty --rows $(DEMO_ROWS); \
+	echo; \
+	echo "PostgreSQL: $$DATABASE_URL"; \
+	echo "  psql \"$$DATABASE_URL\""; \
+	echo "  stop it with: make pg-stop"
+
+## test: every test, with the race detector, against a real PostgreSQL.
+test:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/pg start)}"; \
+	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 ./...
+
+## lint: gofmt, go vet, staticcheck.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## bench: the side-by-side benchmark (see docs/BENCHMARKS.md once it exists).
+bench:
+	@echo "make bench: not built yet (the benchmark issue)"; exit 1
+
+pg-start:
+	@scripts/pg start
+pg-stop:
+	@scripts/pg stop
+pg-destroy:
+	@scripts/pg destroy

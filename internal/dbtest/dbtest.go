@@ -1,0 +1,209 @@
+// Package dbtest gives each test its own PostgreSQL database, cloned from a template that is
+// migrated once. Cloning a template is a file copy inside the server, far cheaper than running
+// the migrations per test, and it isolates tests that write the same tables.
+//
+// The server comes from TEST_DATABASE_URL (make test starts a throwaway cluster and sets it).
+// Without it a test is skipped, except under CI=true, where it fails: CI must never go green by
+// skipping every database test.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/migrations"
+)
+
+// templateLockKey serialises template creation across test binaries running in parallel.
+const templateLockKey = 7_302_114_550
+
+var template struct {
+	once sync.Once
+	name string
+	err  error
+}
+
+// ServerURL returns TEST_DATABASE_URL, skipping the test when it is unset (failing it under CI=true).
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("TEST_DATABASE_URL")
+	if u == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TEST_DATABASE_URL is unset and CI=true: database tests must run in CI (make test starts PostgreSQL)")
+		}
+		t.Skip("TEST_DATABASE_URL is unset; run make test, which starts a throwaway PostgreSQL")
+	}
+	return u
+}
+
+// URL creates a fresh, migrated database for this test, drops it when the test ends, and returns
+// its URL: for tests that hand the database to a separate process.
+func URL(t testing.TB) string {
+	t.Helper()
+	server := ServerURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	template.once.Do(func() { template.name, template.err = ensureTemplate(ctx, server) })
+	if template.err != nil {
+		t.Fatalf("dbtest: template: %v", template.err)
+	}
+
+	name := "test_" + randomHex(8)
+	admin := connect(ctx, t, server)
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{template.name}.Sanitize())); err != nil {
+		t.Fatalf("dbtest: clone template: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, server)
+		if err != nil {
+			t.Errorf("dbtest: drop %s: connect: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
+			t.Errorf("dbtest: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(t, server, name)
+}
+
+// Pool returns a pool on a fresh, migrated database of this test's own, closed at cleanup.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	u := URL(t)
+	pool, err := pgxpool.New(context.Background(), u)
+	if err != nil {
+		t.Fatalf("dbtest: pool: %v", err)
+	}
+	// Registered after URL's cleanup, so it runs first: the pool closes before the drop.
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Conn opens one extra connection to the database at u, closed at cleanup: the second session
+// of a race test.
+func Conn(t testing.TB, u string) *pgx.Conn {
+	t.Helper()
+	c := connect(context.Background(), t, u)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func connect(ctx context.Context, t testing.TB, u string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("dbtest: connect: %v", err)
+	}
+	return c
+}
+
+// ensureTemplate creates, once per migration set, a migrated database to clone. Its name carries a
+// hash of the migrations, so a changed migration gets a new template instead of a stale one.
+func ensureTemplate(ctx context.Context, server string) (string, error) {
+	sum, err := migrationsHash()
+	if err != nil {
+		return "", err
+	}
+	name := "sweeprail_tpl_" + sum[:12]
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLockKey); err != nil {
+		return "", fmt.Errorf("lock: %w", err)
+	}
+	defer admin.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLockKey)
+
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look up template: %w", err)
+	}
+	if exists {
+		return name, nil
+	}
+	// Build under another name and rename at the end, so a half-built template (a crash in the
+	// middle) is never cloned.
+	building := name + "_building"
+	if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{building}.Sanitize())); err != nil {
+		return "", fmt.Errorf("drop half-built template: %w", err)
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s", pgx.Identifier{building}.Sanitize())); err != nil {
+		return "", fmt.Errorf("create template: %w", err)
+	}
+	u, err := replaceDatabase(server, building)
+	if err != nil {
+		return "", err
+	}
+	if err := migrations.Up(ctx, u, io.Discard); err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s",
+		pgx.Identifier{building}.Sanitize(), pgx.Identifier{name}.Sanitize())); err != nil {
+		return "", fmt.Errorf("rename template: %w", err)
+	}
+	return name, nil
+}
+
+func migrationsHash() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash migrations: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func withDatabase(t testing.TB, server, name string) string {
+	t.Helper()
+	u, err := replaceDatabase(server, name)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return u
+}
+
+func replaceDatabase(server, name string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", fmt.Errorf("parse TEST_DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
