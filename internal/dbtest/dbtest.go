@@ -56,18 +56,28 @@ func URL(t testing.TB) string {
 	server := ServerURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
 	template.once.Do(func() { template.name, template.err = ensureTemplate(ctx, server) })
 	if template.err != nil {
 		t.Fatalf("dbtest: template: %v", template.err)
 	}
+	return create(ctx, t, server, "TEMPLATE "+pgx.Identifier{template.name}.Sanitize())
+}
 
+// EmptyURL creates a fresh database with no migrations applied, dropped when the test ends.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return create(ctx, t, ServerURL(t), "")
+}
+
+func create(ctx context.Context, t testing.TB, server, options string) string {
+	t.Helper()
 	name := "test_" + randomHex(8)
 	admin := connect(ctx, t, server)
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{template.name}.Sanitize())); err != nil {
-		t.Fatalf("dbtest: clone template: %v", err)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s %s", pgx.Identifier{name}.Sanitize(), options)); err != nil {
+		t.Fatalf("dbtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
