@@ -1,0 +1,111 @@
+// Package lease owns the single-flight lease on table sweep_lock: at most one run of a sweep at a
+// time, across any number of API replicas.
+//
+// Every timestamp comes from the database's now(), never the application's clock, so replicas
+// with skewed clocks still agree on who holds a lease and when it expires.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what Acquire needs of a pool or a connection.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Execer is what Release needs of a pool or a connection.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Lease is a held lease. Its Owner fences Release: a run that outlived its TTL cannot release
+// the lease its successor took over.
+type Lease struct {
+	Label       string
+	Owner       uuid.UUID
+	LockedUntil time.Time
+}
+
+// Holder describes the lease someone else holds.
+type Holder struct {
+	Owner       uuid.UUID
+	LockedAt    time.Time
+	LockedUntil time.Time
+}
+
+// ErrHeld is returned by Acquire when another owner holds an unexpired lease.
+var ErrHeld = errors.New("lease held")
+
+// acquireSQL inserts the lease, or takes over an expired one, in one statement. The conflict
+// update's WHERE makes the row come back only to the winner: a live holder's row is left alone and
+// RETURNING yields nothing. Concurrent inserts of one label serialise on the primary key.
+const acquireSQL = `
+INSERT INTO sweep_lock (label, owner, locked_at, locked_until)
+VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
+ON CONFLICT (label) DO UPDATE
+   SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until
+ WHERE sweep_lock.locked_until < now()
+RETURNING locked_until`
+
+// Acquire takes the lease label for ttl under a fresh owner. It returns ErrHeld, wrapped with the
+// holder's details, when another owner holds it.
+func Acquire(ctx context.Context, db Querier, label string, ttl time.Duration) (*Lease, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("acquire lease %q: ttl must be positive, got %s", label, ttl)
+	}
+	owner, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease %q: new owner: %w", label, err)
+	}
+	l := &Lease{Label: label, Owner: owner}
+	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds()).Scan(&l.LockedUntil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		h, herr := holder(ctx, db, label)
+		if herr != nil {
+			return nil, fmt.Errorf("acquire lease %q: %w", label, ErrHeld)
+		}
+		return nil, &HeldError{Label: label, Holder: h}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease %q: %w", label, err)
+	}
+	return l, nil
+}
+
+// HeldError reports the holder of a lease that Acquire could not take. It matches ErrHeld.
+type HeldError struct {
+	Label  string
+	Holder Holder
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("lease %q held by %s until %s", e.Label, e.Holder.Owner, e.Holder.LockedUntil.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+func holder(ctx context.Context, db Querier, label string) (Holder, error) {
+	var h Holder
+	err := db.QueryRow(ctx, `SELECT owner, locked_at, locked_until FROM sweep_lock WHERE label = $1`, label).
+		Scan(&h.Owner, &h.LockedAt, &h.LockedUntil)
+	return h, err
+}
+
+// Release deletes the lease if, and only if, l's owner still holds it. It reports whether a row
+// was deleted: false means the lease expired and was taken over (or cleared by hand).
+func Release(ctx context.Context, db Execer, l *Lease) (bool, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM sweep_lock WHERE label = $1 AND owner = $2`, l.Label, l.Owner)
+	if err != nil {
+		return false, fmt.Errorf("release lease %q: %w", l.Label, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
