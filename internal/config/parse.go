@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// day is the unit of ParseDays' "d" suffix: 24 hours, retention's natural unit (a calendar day
+// across a DST change is not what a retention window means).
+const day = 24 * time.Hour
+
+// ParseDays parses a Go duration ("90s", "48h") or a whole number of days ("30d" is 720h), the
+// syntax of retention windows. It checks syntax only: a zero or negative result is the caller's
+// to refuse, so that "-30d" gets a message about its sign rather than its shape.
+func ParseDays(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || days > math.MaxInt64/int64(day) || days < math.MinInt64/int64(day) {
+			return 0, fmt.Errorf("invalid duration %q: want whole days such as 30d or a Go duration such as 48h", s)
+		}
+		return time.Duration(days) * day, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want whole days such as 30d or a Go duration such as 48h", s)
+	}
+	return d, nil
+}
+
+// parseRetention parses SWEEP_RETENTION, "<sweep>.<pass>=<duration>" entries separated by
+// commas. Only the syntax is checked here; the sweep package knows the names and the floors.
+// Every bad entry is named, so one boot shows them all.
+func parseRetention(s string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	var bad []string
+	for entry := range strings.SplitSeq(s, ",") {
+		entry = strings.TrimSpace(entry)
+		k, v, found := strings.Cut(entry, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if entry == "" {
+			bad = append(bad, "empty entry (a stray comma?)")
+			continue
+		}
+		if !found || k == "" || strings.ContainsFunc(k, unicode.IsSpace) {
+			bad = append(bad, fmt.Sprintf("entry %q: want <sweep>.<pass>=<duration> such as notifications.read=30d", entry))
+			continue
+		}
+		d, err := ParseDays(v)
+		switch {
+		case err != nil:
+			bad = append(bad, fmt.Sprintf("entry %q: %v", entry, err))
+			continue
+		case d <= 0:
+			// A zero or negative window makes every row eligible: it would delete live data.
+			bad = append(bad, fmt.Sprintf("entry %q: must be > 0", entry))
+			continue
+		}
+		if _, dup := out[k]; dup {
+			// Two values for one pass: which one the operator meant is a guess we refuse to make.
+			bad = append(bad, fmt.Sprintf("entry %q: duplicate key %q", entry, k))
+			continue
+		}
+		out[k] = d
+	}
+	if len(bad) > 0 {
+		return nil, errors.New(strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
+// Environ turns os.Environ()-style "K=V" pairs into a map. As with os.Getenv, the first pair
+// of a key wins; pairs without '=' or with an empty key (Windows' "=C:" entries) are skipped.
+func Environ(pairs []string) map[string]string {
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			continue
+		}
+		if _, seen := out[k]; !seen {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package sweep_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/sweep"
+)
+
+var ctx = context.Background()
+
+// settings are roomy bounds for tests that are not about bounds.
+func settings() sweep.Settings {
+	return sweep.Settings{
+		Deadline: time.Minute, StatementTimeout: 5 * time.Second, LockTimeout: 2 * time.Second,
+		CountTimeout: 5 * time.Second, BatchSize: 1000, MinBatchSize: 100, MaxBatchSize: 50000,
+		BatchTarget: 100 * time.Millisecond, MaxBatches: 1000,
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// fakeClock is a clock that moves only when told, so budget tests never sleep.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// dbNow reads the database clock: tests place rows relative to it and pin runs to it with
+// WithAsOf, so "exactly at the cutoff" is exact.
+func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+func fixedAsOf(at time.Time) sweep.Option {
+	return sweep.WithAsOf(func(context.Context) (time.Time, error) { return at, nil })
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+	return n
+}
+
+func spec(t *testing.T, name string) sweep.Spec {
+	t.Helper()
+	for _, s := range sweep.Catalog() {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no sweep %q in the catalog", name)
+	return sweep.Spec{}
+}
+
+func run(t *testing.T, r *sweep.Runner, name string) *sweep.Result {
+	t.Helper()
+	res, err := r.Run(ctx, name, sweep.Options{})
+	if err != nil {
+		t.Fatalf("run %s: %v", name, err)
+	}
+	return res
+}

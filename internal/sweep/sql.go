@@ -1,0 +1,62 @@
+package sweep
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements of one pass. The target table is always aliased t, in the batch select too, so
+// a condition written as t.col (or col) means the same row in both places.
+type statements struct {
+	// predicate is the eligibility condition over alias t; $1 is the cutoff.
+	predicate string
+	// batch deletes at most $2 eligible rows: it picks their ctids with FOR UPDATE SKIP LOCKED and
+	// deletes them in the same statement, with the predicate standing on the target as well, so a
+	// row changed under us between the pick and the delete is re-checked (READ COMMITTED
+	// re-evaluates the WHERE of an updated row) and kept if it no longer qualifies.
+	batch string
+	// single deletes every eligible row in one statement.
+	single string
+	// perRow locks one eligible key (skipping keys another run holds) and calls the function on it.
+	perRow string
+	// count is the dry run's exact count; plan is what the planner is asked to estimate and index.
+	count string
+	plan  string
+}
+
+// quoteQualified quotes a possibly schema-qualified name ("audit.events" → "audit"."events").
+func quoteQualified(name string) string {
+	return pgx.Identifier(strings.Split(name, ".")).Sanitize()
+}
+
+func buildStatements(p Pass) statements {
+	table := quoteQualified(p.Table)
+	conds := []string{}
+	if strings.TrimSpace(p.Where) != "" {
+		conds = append(conds, "("+p.Where+")")
+	}
+	conds = append(conds, fmt.Sprintf("t.%s < $1", pgx.Identifier{p.AgeColumn}.Sanitize()))
+	for _, g := range p.Guards {
+		conds = append(conds, fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s AS g WHERE g.%s = t.%s)",
+			quoteQualified(g.Table), pgx.Identifier{g.Column}.Sanitize(), pgx.Identifier{g.References}.Sanitize()))
+	}
+	pred := strings.Join(conds, " AND ")
+	key := p.KeyColumn
+	if key == "" {
+		key = "id"
+	}
+	return statements{
+		predicate: pred,
+		batch: fmt.Sprintf(`DELETE FROM %[1]s AS t
+WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM %[1]s AS t WHERE %[2]s LIMIT $2 FOR UPDATE SKIP LOCKED))
+  AND %[2]s`, table, pred),
+		single: fmt.Sprintf(`DELETE FROM %s AS t WHERE %s`, table, pred),
+		perRow: fmt.Sprintf(`SELECT %[1]s(k.key) FROM (
+  SELECT t.%[2]s AS key FROM %[3]s AS t WHERE %[4]s ORDER BY t.%[5]s LIMIT 1 FOR UPDATE OF t SKIP LOCKED
+) AS k`, quoteQualified(p.Function), pgx.Identifier{key}.Sanitize(), table, pred, pgx.Identifier{p.AgeColumn}.Sanitize()),
+		count: fmt.Sprintf(`SELECT count(*) FROM %s AS t WHERE %s`, table, pred),
+		plan:  fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s LIMIT $2`, table, pred),
+	}
+}
