@@ -17,19 +17,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/demo"
 	"github.com/sweeprail/sweeprail/migrations"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(context.Background(), os.Args, config.Environ(os.Environ()), os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
 }
 
-// run is the whole program, with its environment injected so that tests run it in-process.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// run is the whole program, with its environment injected as a map so that tests run it
+// in-process. A map rather than a getenv func: a variable set to "" must be told from one unset,
+// since an empty value is refused rather than replaced by a default.
+func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -39,11 +42,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, rest, getenv, stdout, stderr)
+		return serve(ctx, rest, environ, stdout, stderr)
 	case "migrate":
-		return migrate(ctx, rest, getenv, stdout)
+		return migrate(ctx, rest, environ, stdout)
 	case "seed-demo":
-		return seedDemo(ctx, rest, getenv, stdout, stderr)
+		return seedDemo(ctx, rest, environ, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] | seed-demo --rows N]")
 		return nil
@@ -51,16 +54,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return fmt.Errorf("unknown command %q (want serve, migrate or seed-demo)", cmd)
 }
 
-func databaseURL(getenv func(string) string) (string, error) {
-	u := getenv("DATABASE_URL")
+func databaseURL(environ map[string]string) (string, error) {
+	u := environ["DATABASE_URL"]
 	if u == "" {
 		return "", errors.New("DATABASE_URL is required")
 	}
 	return u, nil
 }
 
-func migrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	u, err := databaseURL(getenv)
+func migrate(ctx context.Context, args []string, environ map[string]string, stdout io.Writer) error {
+	u, err := databaseURL(environ)
 	if err != nil {
 		return err
 	}
@@ -86,7 +89,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	return fmt.Errorf("migrate: unknown subcommand %q (want up or status)", sub)
 }
 
-func seedDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func seedDemo(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("seed-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rows := fs.Int("rows", 100_000, "about how many rows to add across the reference schema")
@@ -94,7 +97,7 @@ func seedDemo(ctx context.Context, args []string, getenv func(string) string, st
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	u, err := databaseURL(getenv)
+	u, err := databaseURL(environ)
 	if err != nil {
 		return err
 	}

@@ -11,13 +11,9 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 )
 
-func envOf(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
-}
-
 func TestMigrate(t *testing.T) {
 	u := dbtest.EmptyURL(t)
-	env := envOf(map[string]string{"DATABASE_URL": u})
+	env := map[string]string{"DATABASE_URL": u}
 	ctx := context.Background()
 
 	var out bytes.Buffer
@@ -87,7 +83,7 @@ func TestMigrate(t *testing.T) {
 	})
 
 	t.Run("missing DATABASE_URL", func(t *testing.T) {
-		err := run(ctx, []string{"api", "migrate"}, envOf(nil), &out, &out)
+		err := run(ctx, []string{"api", "migrate"}, nil, &out, &out)
 		if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
 			t.Fatalf("err = %v, want one naming DATABASE_URL", err)
 		}

@@ -7,6 +7,6 @@ import (
 )
 
 // serve is filled in by the HTTP rail.
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	return errors.New("serve: not built yet")
 }
