@@ -192,16 +192,14 @@ func (r *Runner) runPass(ctx, db context.Context, sweep string, p Pass, st state
 	size := firstPositive(opts.BatchSize, p.BatchSize, r.settings.BatchSize)
 	maxBatches := firstPositive(p.MaxBatches, r.settings.MaxBatches)
 	for {
+		// The pause comes before the checks, so a batch never starts after the budget or a
+		// shutdown that the pause ran into.
+		if pr.BatchCount > 0 && r.settings.Pause > 0 {
+			r.sleep(ctx, r.settings.Pause)
+		}
 		if reason := r.stop(ctx, deadline, pr.BatchCount, maxBatches); reason != "" {
 			pr.StopReason = reason
 			return pr, nil
-		}
-		if pr.BatchCount > 0 && r.settings.Pause > 0 {
-			r.sleep(ctx, r.settings.Pause)
-			if ctx.Err() != nil {
-				pr.StopReason = StopShutdown
-				return pr, nil
-			}
 		}
 		began := r.now()
 		n, full, err := r.batch(db, p, st, cutoff, size)

@@ -1,0 +1,285 @@
+package signing
+
+import (
+	"container/heap"
+	"crypto/hmac"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// maxHeaderLen caps the header Verify is willing to parse. A real header with two v1 values is
+// about 200 bytes; past 4 KiB it is garbage or an attempt to make us split and decode a lot.
+const maxHeaderLen = 4096
+
+// maxUnix is 9999-12-31T23:59:59Z. A larger t is no clock anyone runs, and time.Unix would
+// overflow its internal representation near the int64 limit, so such a t is stale without
+// arithmetic. It keeps a millisecond timestamp sent by mistake a stale_timestamp (which points at
+// the clock), not a malformed_signature.
+const maxUnix = 253402300799
+
+// Verifier checks signatures against the current key and, during rotation, the previous one.
+// It keeps the replay cache, so one Verifier must serve every request of the process.
+type Verifier struct {
+	keys   [][]byte
+	maxAge time.Duration
+	now    func() time.Time
+	seen   *replayCache
+}
+
+// NewVerifier returns a Verifier for keys in order current, previous (empty/nil keys are ignored;
+// the keys are copied). maxAge is the replay window in both directions; now is the injected clock
+// (nil means time.Now); cacheSize bounds the replay cache of nonces.
+//
+// The replay cache fails closed: when cacheSize nonces are still inside their windows, a new
+// request that is otherwise valid is refused with ReasonReplayed rather than evicting a live
+// nonce, since evicting one would let its request be replayed. Only requests whose MAC passed are
+// recorded, so only a holder of a key can fill the cache, and it drains by itself within
+// 2×maxAge. Size it well above the authenticated request rate times 2×maxAge: callers pass
+// 100000, about 800 requests/s sustained with the default 60s window, for about 10 MB at most.
+// A cacheSize below 1 refuses every request.
+//
+// With no usable key, Verify refuses everything with ReasonBad (the API answers 503 before it
+// gets there; this is the last line).
+func NewVerifier(keys [][]byte, maxAge time.Duration, now func() time.Time, cacheSize int) *Verifier {
+	var ks [][]byte
+	for _, k := range keys {
+		if len(k) > 0 {
+			// A copy: a caller reusing its buffer must not change what we verify against.
+			ks = append(ks, append([]byte(nil), k...))
+		}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Verifier{keys: ks, maxAge: maxAge, now: now, seen: newReplayCache(cacheSize)}
+}
+
+// Verify returns nil or *Error. Safe for concurrent use.
+//
+// Checks, in order: missing (empty header) → malformed → stale (|now − t| > maxAge) → MAC
+// (hmac.Equal of every v1 against every key) → replay (the nonce is recorded only now, after the
+// MAC passed, so forged requests cannot fill the cache or burn a legitimate nonce).
+//
+// The header is a comma-separated list of key=value elements, in any order, optionally surrounded
+// by spaces or tabs. Exactly one t (unix seconds, canonical decimal: digits, no sign, no leading
+// zero), exactly one n (a uuid of any version in its 36-character form, either case), and at least
+// one v1 (64 hex digits, an HMAC-SHA256). Keys are case-sensitive; other keys (v2=, v0=, …) are
+// ignored. Anything else is malformed: an element without '=', an empty element or key, a
+// repeated t or n, a header over 4 KiB.
+//
+// method, path and rawQuery are what the server saw: r.Method, r.URL.Path, r.URL.RawQuery.
+func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) error {
+	if len(v.keys) == 0 {
+		return &Error{Reason: ReasonBad, Detail: "no verification key is configured"}
+	}
+	if strings.Trim(header, " \t") == "" {
+		return &Error{Reason: ReasonMissing, Detail: "no " + Header + " header"}
+	}
+	p, err := parse(header)
+	if err != nil {
+		return err
+	}
+
+	// One reading of the clock for both the window and the cache, so they agree.
+	now := v.now()
+	if p.t > maxUnix {
+		return &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
+			"timestamp %d is past the year 9999: milliseconds instead of seconds?", p.t)}
+	}
+	signedAt := time.Unix(p.t, 0)
+	if skew := now.Sub(signedAt); skew > v.maxAge || skew < -v.maxAge {
+		// In whole seconds, which cannot overflow here (t ≤ maxUnix), where a Duration would
+		// saturate past 292 years.
+		return &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
+			"timestamp %d is %+ds from the server clock %d, the window is ±%s", p.t, p.t-now.Unix(), now.Unix(), v.maxAge)}
+	}
+
+	msg := message(p.ts, p.nonceText, method, path, rawQuery, body)
+	matched := false
+	for _, k := range v.keys {
+		want := mac(k, msg)
+		for _, s := range p.sigs {
+			// No early exit: the work does not depend on which key or which v1 matched.
+			if hmac.Equal(s, want) {
+				matched = true
+			}
+		}
+	}
+	if !matched {
+		return &Error{Reason: ReasonBad, Detail: fmt.Sprintf("no v1 of %d matches any of %d keys", len(p.sigs), len(v.keys))}
+	}
+
+	// The request can no longer pass after its window, so its nonce need not be remembered longer.
+	return v.seen.admit(p.nonce, signedAt.Add(v.maxAge), now)
+}
+
+// parsedHeader is a parsed signature header.
+type parsedHeader struct {
+	ts        string // t as sent, which is what was signed
+	t         int64
+	nonceText string // n as sent, which is what was signed
+	nonce     uuid.UUID
+	sigs      [][]byte
+}
+
+// parse splits and validates a signature header; its error is always a *Error with
+// ReasonMalformed.
+func parse(s string) (parsedHeader, error) {
+	var h parsedHeader
+	if len(s) > maxHeaderLen {
+		return h, malformed("header is %d bytes, over the %d byte limit", len(s), maxHeaderLen)
+	}
+	var haveT, haveN bool
+	for _, el := range strings.Split(s, ",") {
+		el = strings.Trim(el, " \t")
+		key, val, ok := strings.Cut(el, "=")
+		switch {
+		case !ok:
+			return h, malformed("element %q has no '='", truncate(el))
+		case key == "":
+			return h, malformed("element %q has an empty key", truncate(el))
+		}
+		switch key {
+		case "t":
+			if haveT {
+				return h, malformed("t given twice")
+			}
+			haveT = true
+			t, err := parseUnix(val)
+			if err != nil {
+				return h, malformed("t: %v", err)
+			}
+			h.ts, h.t = val, t
+		case "n":
+			if haveN {
+				return h, malformed("n given twice")
+			}
+			haveN = true
+			// uuid.Parse also takes urn:uuid:, {braces} and bare hex; one spelling is enough.
+			if len(val) != 36 {
+				return h, malformed("n %q is not a uuid", truncate(val))
+			}
+			id, err := uuid.Parse(val)
+			if err != nil {
+				return h, malformed("n %q is not a uuid: %v", truncate(val), err)
+			}
+			h.nonceText, h.nonce = val, id
+		case scheme:
+			sig, err := hex.DecodeString(val)
+			if err != nil {
+				return h, malformed("v1 is not hex: %v", err)
+			}
+			if len(sig) != 32 {
+				return h, malformed("v1 is %d bytes, want 32", len(sig))
+			}
+			h.sigs = append(h.sigs, sig)
+		default:
+			// Another scheme, or a field of a later version: not ours to judge.
+		}
+	}
+	switch {
+	case !haveT:
+		return h, malformed("no t")
+	case !haveN:
+		return h, malformed("no n")
+	case len(h.sigs) == 0:
+		return h, malformed("no v1")
+	}
+	return h, nil
+}
+
+// parseUnix parses canonical non-negative decimal seconds. The signer writes strconv.FormatInt;
+// refusing signs, spaces and leading zeros keeps one spelling per instant.
+func parseUnix(s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("empty")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%q is not decimal digits", truncate(s))
+		}
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%q has a leading zero", truncate(s))
+	}
+	t, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", truncate(s), err)
+	}
+	return t, nil
+}
+
+func malformed(format string, args ...any) *Error {
+	return &Error{Reason: ReasonMalformed, Detail: fmt.Sprintf(format, args...)}
+}
+
+// truncate keeps details short: they go to logs, and the header may be up to 4 KiB of junk.
+func truncate(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
+}
+
+// replayCache remembers accepted nonces until their requests' windows close. Memory is
+// O(size): a set of live nonces plus a min-heap on expiry, pruned lazily on each admission, so
+// it needs no goroutine and follows the injected clock.
+type replayCache struct {
+	mu    sync.Mutex
+	size  int
+	live  map[uuid.UUID]struct{}
+	order expiryHeap
+}
+
+func newReplayCache(size int) *replayCache {
+	// Grow on demand: most processes see a handful of requests a minute, far below size.
+	return &replayCache{size: size, live: make(map[uuid.UUID]struct{}, min(max(size, 0), 1024))}
+}
+
+// admit records nonce, live until expires, or refuses it as replayed when it is already live or
+// when the cache is full of live nonces (fail closed, see NewVerifier).
+func (c *replayCache) admit(nonce uuid.UUID, expires, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// An entry is live while now ≤ expires, the same instant the request itself goes stale.
+	for len(c.order) > 0 && now.After(c.order[0].expires) {
+		delete(c.live, heap.Pop(&c.order).(entry).nonce)
+	}
+	if _, ok := c.live[nonce]; ok {
+		return &Error{Reason: ReasonReplayed, Detail: "nonce " + nonce.String() + " was already used within the window"}
+	}
+	if len(c.live) >= c.size {
+		return &Error{Reason: ReasonReplayed, Detail: fmt.Sprintf(
+			"replay cache is full (%d live nonces); refusing rather than forgetting a nonce", len(c.live))}
+	}
+	c.live[nonce] = struct{}{}
+	heap.Push(&c.order, entry{nonce: nonce, expires: expires})
+	return nil
+}
+
+// entry is one remembered nonce.
+type entry struct {
+	nonce   uuid.UUID
+	expires time.Time
+}
+
+// expiryHeap is a min-heap on expires, for container/heap: its top is the next nonce to forget.
+type expiryHeap []entry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(entry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,307 @@
+package sweep_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/sweep"
+)
+
+// poolAndURL returns a fresh database's pool and URL, for tests that open a second connection.
+func poolAndURL(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	u := dbtest.URL(t)
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, u
+}
+
+// begin opens a transaction on a second, real connection and returns it with its backend pid.
+func begin(t *testing.T, u string) (pgx.Tx, int32) {
+	t.Helper()
+	conn := dbtest.Conn(t, u)
+	var pid int32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx, pid
+}
+
+// waitBlockedBy waits until some session is waiting on a lock that pid holds: the deterministic
+// point at which the race under test is set up. It reads the server's own lock graph, never a
+// timer; the bound only keeps a broken test from hanging.
+func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid int32) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		var query string
+		err := pool.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&query)
+		if err == nil {
+			return query
+		}
+		if err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no session became blocked by pid %d", pid)
+	return ""
+}
+
+func insertClaim(t *testing.T, pool *pgxpool.Pool, at time.Time, key string) int64 {
+	t.Helper()
+	var id int64
+	if err := pool.QueryRow(ctx, `
+INSERT INTO idempotency_records (idempotency_key, request_hash, status, created_at, lease_expires_at)
+VALUES ($2, '\x00', 'in_progress', $1::timestamptz - interval '49 hours', now() - interval '1 hour')
+RETURNING id`, at, key).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestIdempotencyRaces races the abandoned pass's DELETE against a worker that touches the claim
+// while the DELETE waits for its row lock.
+//
+// The single pass is DELETE FROM idempotency_records t WHERE <predicate>: after the lock wait,
+// READ COMMITTED re-evaluates that WHERE on the row's new version, sees a live lease (or a
+// completed status) and keeps the row. The form DELETE ... WHERE id IN (SELECT id ... WHERE
+// <predicate>) would delete it: the re-check after the wait only re-tests id = id against the
+// subquery's row from the statement's snapshot, where the lease is still expired. The last subtest
+// runs that form under the same race and watches it delete the live claim. (A ctid IN form happens
+// to be safe, since the renewed row's new version has a new ctid; keying on id is the trap.)
+func TestIdempotencyRaces(t *testing.T) {
+	catalog := sweep.Catalog()
+
+	raceWith := func(t *testing.T, change string, sweepFn func(pool *pgxpool.Pool, at time.Time) error) (pool *pgxpool.Pool, id int64) {
+		t.Helper()
+		pool, u := poolAndURL(t)
+		at := dbNow(t, pool)
+		id = insertClaim(t, pool, at, "k1")
+		worker, pid := begin(t, u)
+		if _, err := worker.Exec(ctx, change, id); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- sweepFn(pool, at) }()
+		waitBlockedBy(t, pool, pid)
+		if err := worker.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return pool, id
+	}
+	runSweep := func(pool *pgxpool.Pool, at time.Time) error {
+		r := sweep.NewRunner(pool, catalog, settings(), quietLogger(), nil, fixedAsOf(at))
+		res, err := r.Run(ctx, "idempotency-records", sweep.Options{})
+		if err == nil && (res.Deleted != 0 || res.StopReason != sweep.StopExhausted) {
+			t.Errorf("run: deleted %d, %s; want 0, exhausted", res.Deleted, res.StopReason)
+		}
+		return err
+	}
+
+	t.Run("lease renewed while the delete waits: kept", func(t *testing.T) {
+		pool, id := raceWith(t, `UPDATE idempotency_records SET lease_expires_at = now() + interval '5 minutes' WHERE id = $1`, runSweep)
+		if n := count(t, pool, `SELECT count(*) FROM idempotency_records WHERE id = $1`, id); n != 1 {
+			t.Fatal("the sweep deleted a claim whose lease was renewed under it")
+		}
+	})
+
+	t.Run("claim completed while the delete waits: kept by both passes", func(t *testing.T) {
+		pool, id := raceWith(t, `UPDATE idempotency_records SET status = 'completed', completed_at = now() WHERE id = $1`, runSweep)
+		// Created long ago but completed just now: the completed pass keys on completion.
+		r := sweep.NewRunner(pool, catalog, settings(), quietLogger(), nil)
+		run(t, r, "idempotency-records")
+		if n := count(t, pool, `SELECT count(*) FROM idempotency_records WHERE id = $1`, id); n != 1 {
+			t.Fatal("a claim completed just now was deleted")
+		}
+	})
+
+	t.Run("the id IN (subquery) form would delete the renewed claim", func(t *testing.T) {
+		pool, id := raceWith(t, `UPDATE idempotency_records SET lease_expires_at = now() + interval '5 minutes' WHERE id = $1`,
+			func(pool *pgxpool.Pool, at time.Time) error {
+				_, err := pool.Exec(ctx, `
+DELETE FROM idempotency_records WHERE id IN (
+  SELECT id FROM idempotency_records
+   WHERE status = 'in_progress' AND lease_expires_at < now() AND created_at < $1::timestamptz - interval '48 hours')`, at)
+				return err
+			})
+		if n := count(t, pool, `SELECT count(*) FROM idempotency_records WHERE id = $1`, id); n != 0 {
+			t.Fatal("the id IN form kept the row; this test no longer shows why the predicate must stand on the target")
+		}
+	})
+}
+
+func seedErasure(t *testing.T, pool *pgxpool.Pool, at time.Time, n int) {
+	t.Helper()
+	exec(t, pool, `
+WITH a AS (
+  INSERT INTO accounts (email, deletion_requested_at)
+  SELECT 'erase' || i || '@example.com', $1::timestamptz - interval '31 days' - i * interval '1 second'
+  FROM generate_series(1, $2::int) i RETURNING id)
+INSERT INTO notifications (account_id, kind, body) SELECT id, 'mention', 'personal' FROM a`, at, n)
+}
+
+func TestAccountErasure(t *testing.T) {
+	t.Run("two runs at once wipe each account exactly once", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		const n = 60
+		seedErasure(t, pool, at, n)
+		exec(t, pool, `INSERT INTO accounts (email, deletion_requested_at) VALUES ('recent@example.com', $1::timestamptz - interval '29 days')`, at)
+		// Two sweeps over the same pass, under different lease labels, so the lease does not
+		// serialise them: what keeps the wipes single is SKIP LOCKED and wipe_account's guard.
+		pass := spec(t, "account-erasure").Passes[0]
+		specs := []sweep.Spec{{Name: "erasure-a", Passes: []sweep.Pass{pass}}, {Name: "erasure-b", Passes: []sweep.Pass{pass}}}
+		r := sweep.NewRunner(pool, specs, settings(), quietLogger(), nil, fixedAsOf(at))
+		var wg sync.WaitGroup
+		results := make([]*sweep.Result, 2)
+		start := make(chan struct{})
+		for i, name := range []string{"erasure-a", "erasure-b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := r.Run(ctx, name, sweep.Options{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results[i] = res
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if got := results[0].Deleted + results[1].Deleted; got != n {
+			t.Errorf("runs wiped %d + %d accounts, want %d in all", results[0].Deleted, results[1].Deleted, n)
+		}
+		checks := []struct {
+			what, sql string
+			want      int64
+		}{
+			{"wiped accounts", `SELECT count(*) FROM accounts WHERE deleted_at IS NOT NULL`, n},
+			{"recent request untouched", `SELECT count(*) FROM accounts WHERE email = 'recent@example.com' AND deleted_at IS NULL`, 1},
+			{"ACCOUNT_WIPED audit rows", `SELECT count(*) FROM audit_log WHERE action = 'ACCOUNT_WIPED'`, n},
+			{"accounts with more than one audit row", `SELECT count(*) FROM (SELECT details->>'account_id' FROM audit_log
+				WHERE action = 'ACCOUNT_WIPED' GROUP BY 1 HAVING count(*) > 1) d`, 0},
+			{"account.wiped events", `SELECT count(DISTINCT aggregate_id) FROM outbox_events WHERE event_type = 'account.wiped'`, n},
+			{"all account.wiped events", `SELECT count(*) FROM outbox_events WHERE event_type = 'account.wiped'`, n},
+			{"personal notifications left", `SELECT count(*) FROM notifications`, 0},
+		}
+		for _, c := range checks {
+			if got := count(t, pool, c.sql); got != c.want {
+				t.Errorf("%s = %d, want %d", c.what, got, c.want)
+			}
+		}
+	})
+
+	t.Run("wipe_account called twice at once writes once", func(t *testing.T) {
+		pool, u := poolAndURL(t)
+		at := dbNow(t, pool)
+		seedErasure(t, pool, at, 1)
+		var id string
+		if err := pool.QueryRow(ctx, `SELECT id::text FROM accounts`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		first, pid := begin(t, u)
+		var wiped bool
+		if err := first.QueryRow(ctx, `SELECT wipe_account($1)`, id).Scan(&wiped); err != nil || !wiped {
+			t.Fatalf("first wipe = %v, %v", wiped, err)
+		}
+		second := make(chan bool, 1)
+		go func() {
+			var w bool
+			if err := pool.QueryRow(ctx, `SELECT wipe_account($1)`, id).Scan(&w); err != nil {
+				t.Error(err)
+			}
+			second <- w
+		}()
+		waitBlockedBy(t, pool, pid)
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if <-second {
+			t.Fatal("the second wipe re-wiped an account wiped while it waited")
+		}
+		if n := count(t, pool, `SELECT count(*) FROM audit_log WHERE action = 'ACCOUNT_WIPED'`); n != 1 {
+			t.Fatalf("%d audit rows, want 1", n)
+		}
+	})
+
+	// The budget is checked between wipes, never inside one: every account is either wholly wiped
+	// (with its audit row) or wholly untouched.
+	t.Run("deadline between wipes", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedErasure(t, pool, at, 10)
+		clock := newFakeClock()
+		s := settings()
+		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
+			sweep.WithClock(clock.Now), sweep.WithSleep(func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }))
+		res := run(t, r, "account-erasure")
+		if res.StopReason != sweep.StopBudget || res.Deleted != 3 || !res.Truncated {
+			t.Fatalf("got %s, %d wiped, truncated %v; want budget after 3 wipes", res.StopReason, res.Deleted, res.Truncated)
+		}
+		half := count(t, pool, `
+SELECT count(*) FROM accounts a
+ WHERE (a.deleted_at IS NOT NULL) <> EXISTS (SELECT 1 FROM audit_log l WHERE l.details->>'account_id' = a.id::text)
+    OR (a.deleted_at IS NOT NULL) = EXISTS (SELECT 1 FROM notifications n WHERE n.account_id = a.id)`)
+		if half != 0 {
+			t.Fatalf("%d accounts half wiped", half)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM accounts WHERE deleted_at IS NOT NULL`); n != 3 {
+			t.Fatalf("%d accounts wiped, want 3", n)
+		}
+	})
+}
+
+// TestSkipLocked: a row that another transaction holds is skipped, not waited for, and a row that
+// transaction makes ineligible is kept once it commits.
+func TestSkipLocked(t *testing.T) {
+	pool, u := poolAndURL(t)
+	at := dbNow(t, pool)
+	seedNotifications(t, pool, at, 50, 0)
+	var held int64
+	if err := pool.QueryRow(ctx, `SELECT min(id) FROM notifications`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	worker, _ := begin(t, u)
+	// The user marks it unread again: no longer eligible, not yet committed.
+	if _, err := worker.Exec(ctx, `UPDATE notifications SET read_at = NULL WHERE id = $1`, held); err != nil {
+		t.Fatal(err)
+	}
+	s := fixed(settings(), 10)
+	s.LockTimeout = 500 * time.Millisecond // were it to wait, it would fail fast with 55P03
+	r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at))
+	res := run(t, r, "notifications")
+	if res.StopReason != sweep.StopExhausted || res.Deleted != 49 {
+		t.Fatalf("got %s, %d deleted (error %+v); want exhausted, 49: the held row skipped", res.StopReason, res.Deleted, res.Error)
+	}
+	if err := worker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run(t, r, "notifications")
+	if n := count(t, pool, `SELECT count(*) FROM notifications WHERE id = $1`, held); n != 1 {
+		t.Fatal("the row made ineligible under the sweep was deleted")
+	}
+}

@@ -1,0 +1,299 @@
+package sweep_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/sweep"
+)
+
+// seedNotifications inserts n read notifications past the 30-day cutoff of at, and keep fresh ones.
+func seedNotifications(t *testing.T, pool *pgxpool.Pool, at time.Time, n, keep int) {
+	t.Helper()
+	exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'n@example.com') ON CONFLICT DO NOTHING`)
+	exec(t, pool, `
+INSERT INTO notifications (account_id, kind, body, created_at, read_at)
+SELECT '00000000-0000-0000-0000-000000000001', 'mention', 'old ' || i, $1::timestamptz - interval '60 days', $1::timestamptz - interval '31 days' - i * interval '1 second'
+FROM generate_series(1, $2::int) i`, at, n)
+	exec(t, pool, `
+INSERT INTO notifications (account_id, kind, body, created_at, read_at)
+SELECT '00000000-0000-0000-0000-000000000001', 'mention', 'fresh ' || i, $1::timestamptz - interval '2 days', $1::timestamptz - interval '1 day'
+FROM generate_series(1, $2::int) i`, at, keep)
+}
+
+func remaining(t *testing.T, pool *pgxpool.Pool) (old, fresh int64) {
+	t.Helper()
+	return count(t, pool, `SELECT count(*) FROM notifications WHERE body LIKE 'old %'`),
+		count(t, pool, `SELECT count(*) FROM notifications WHERE body LIKE 'fresh %'`)
+}
+
+// fixed keeps every batch at one size, so batch counts are exact.
+func fixed(s sweep.Settings, size int) sweep.Settings {
+	s.BatchSize, s.MinBatchSize, s.MaxBatchSize = size, size, size
+	return s
+}
+
+func TestRun(t *testing.T) {
+	t.Run("backlog larger than a batch drains fully", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 2500, 100)
+		r := sweep.NewRunner(pool, sweep.Catalog(), fixed(settings(), 1000), quietLogger(), nil, fixedAsOf(at))
+		res := run(t, r, "notifications")
+		old, fresh := remaining(t, pool)
+		if old != 0 || fresh != 100 {
+			t.Fatalf("left %d old, %d fresh; want 0, 100", old, fresh)
+		}
+		// 1000, 1000, then 500: a short batch ends the pass without an empty round trip.
+		if res.Deleted != 2500 || res.BatchCount != 3 || res.StopReason != sweep.StopExhausted || res.Truncated {
+			t.Fatalf("got deleted %d in %d batches, %s, truncated %v; want 2500 in 3, exhausted",
+				res.Deleted, res.BatchCount, res.StopReason, res.Truncated)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+			t.Fatalf("%d lease rows left after the run", n)
+		}
+	})
+
+	t.Run("request batch size overrides the setting", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 250, 0)
+		s := settings()
+		s.MinBatchSize, s.MaxBatchSize = 1, 100
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
+			sweep.WithClock(func() time.Time { return time.Unix(0, 0) })) // every batch "takes" 0s: sizes may only grow
+		res, err := r.Run(ctx, "notifications", sweep.Options{BatchSize: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 50, then doubled to 100 (the max), 100, then 0 of 100.
+		if res.Deleted != 250 || res.BatchCount != 4 {
+			t.Fatalf("deleted %d in %d batches; want 250 in 4", res.Deleted, res.BatchCount)
+		}
+	})
+
+	t.Run("slow batches shrink toward the target", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 2000, 0)
+		clock := newFakeClock()
+		s := settings()
+		s.BatchSize, s.MinBatchSize, s.BatchTarget = 1000, 100, 100*time.Millisecond
+		// Every reading of the clock moves it 500ms: each batch "takes" 500ms, five times the target.
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
+			sweep.WithClock(func() time.Time { clock.Advance(500 * time.Millisecond); return clock.Now() }))
+		res := run(t, r, "notifications")
+		// Halving at most per batch, floored at 100: 1000, 500, 250, 125, 100, then 25 of 100.
+		if res.Deleted != 2000 || res.BatchCount != 6 {
+			t.Fatalf("deleted %d in %d batches; want 2000 in 6", res.Deleted, res.BatchCount)
+		}
+	})
+
+	// The budget is checked between batches: a fake clock advanced in the pause between batches
+	// makes the third check find the budget spent, with no real sleeping.
+	t.Run("budget", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 5000, 10)
+		clock := newFakeClock()
+		s := fixed(settings(), 1000)
+		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
+			sweep.WithClock(clock.Now), sweep.WithSleep(func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }))
+		res := run(t, r, "notifications")
+		old, fresh := remaining(t, pool)
+		if res.StopReason != sweep.StopBudget || !res.Truncated || res.BatchCount != 3 || res.Deleted != 3000 {
+			t.Fatalf("got %s, truncated %v, %d batches, %d deleted; want budget, truncated, 3 batches, 3000",
+				res.StopReason, res.Truncated, res.BatchCount, res.Deleted)
+		}
+		if old != 2000 || fresh != 10 {
+			t.Fatalf("left %d old, %d fresh; want the three batches committed: 2000, 10", old, fresh)
+		}
+	})
+
+	t.Run("batch cap", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 5000, 10)
+		s := fixed(settings(), 1000)
+		s.MaxBatches = 2
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at))
+		res := run(t, r, "notifications")
+		old, _ := remaining(t, pool)
+		if res.StopReason != sweep.StopBatchCap || !res.Truncated || res.BatchCount != 2 || old != 3000 {
+			t.Fatalf("got %s, truncated %v, %d batches, %d old left; want batch-cap, truncated, 2, 3000",
+				res.StopReason, res.Truncated, res.BatchCount, old)
+		}
+	})
+
+	t.Run("shutdown stops between batches", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 5000, 10)
+		runCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s := fixed(settings(), 1000)
+		s.Pause = time.Millisecond
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
+			sweep.WithSleep(func(context.Context, time.Duration) { cancel() })) // SIGTERM arrives after the first batch
+		res, err := r.Run(runCtx, "notifications", sweep.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, _ := remaining(t, pool)
+		if res.StopReason != sweep.StopShutdown || !res.Truncated || res.BatchCount != 1 || old != 4000 {
+			t.Fatalf("got %s, truncated %v, %d batches, %d old left; want shutdown, truncated, 1, 4000",
+				res.StopReason, res.Truncated, res.BatchCount, old)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+			t.Fatal("lease not released after shutdown")
+		}
+	})
+
+	t.Run("lease held: skipped, nothing deleted", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 10, 0)
+		exec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
+		r := sweep.NewRunner(pool, sweep.Catalog(), settings(), quietLogger(), nil, fixedAsOf(at))
+		res := run(t, r, "notifications")
+		old, _ := remaining(t, pool)
+		if !res.Skipped || res.StopReason != sweep.StopLeaseHeld || res.Truncated || len(res.Passes) != 0 || old != 10 {
+			t.Fatalf("got skipped %v, %s, truncated %v, %d passes, %d old left; want skipped lease-held, nothing done",
+				res.Skipped, res.StopReason, res.Truncated, len(res.Passes), old)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 1 {
+			t.Fatal("a skipped run released the holder's lease")
+		}
+	})
+
+	// The lease is held while the run works, with a TTL of twice the budget: read it from inside
+	// the pause between two batches.
+	t.Run("lease held during the run for 2x the deadline", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 300, 0)
+		s := fixed(settings(), 100)
+		s.Deadline, s.Pause = 45*time.Second, time.Millisecond
+		var ttls []time.Duration
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
+			sweep.WithSleep(func(context.Context, time.Duration) {
+				var us int64
+				if err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM locked_until - locked_at) * 1e6)::bigint
+					FROM sweep_lock WHERE label = 'notifications'`).Scan(&us); err != nil {
+					t.Error(err)
+				}
+				ttls = append(ttls, time.Duration(us)*time.Microsecond)
+			}))
+		run(t, r, "notifications")
+		if len(ttls) == 0 {
+			t.Fatal("no pause between batches")
+		}
+		for _, ttl := range ttls {
+			if ttl != 90*time.Second {
+				t.Fatalf("lease ttl %s during the run, want 2 x 45s", ttl)
+			}
+		}
+	})
+
+	t.Run("unknown sweep", func(t *testing.T) {
+		r := sweep.NewRunner(nil, sweep.Catalog(), settings(), quietLogger(), nil)
+		if _, err := r.Run(ctx, "nope", sweep.Options{}); err == nil {
+			t.Fatal("unknown sweep ran")
+		}
+	})
+}
+
+// An outbox event referenced from a table the keep guard does not know: the foreign key stops the
+// batch, which rolls back whole; the batches before it stay committed.
+func TestBatchError(t *testing.T) {
+	pool := dbtest.Pool(t)
+	at := dbNow(t, pool)
+	exec(t, pool, `CREATE TABLE invoices (id bigint PRIMARY KEY, outbox_event_id bigint NOT NULL REFERENCES outbox_events (id))`)
+	// Four unreferenced events first, then two more of which one is referenced: with batches of
+	// two, batches one and two succeed and batch three fails.
+	exec(t, pool, `
+INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, dispatched_at)
+SELECT 'order', 'e' || i, 'order.paid', $1::timestamptz - interval '30 days' + i * interval '1 minute'
+FROM generate_series(1, 6) i`, at)
+	exec(t, pool, `INSERT INTO invoices SELECT 1, id FROM outbox_events WHERE aggregate_id = 'e6'`)
+	r := sweep.NewRunner(pool, sweep.Catalog(), fixed(settings(), 2), quietLogger(), nil, fixedAsOf(at))
+	res := run(t, r, "outbox")
+
+	if res.StopReason != sweep.StopBatchError || res.Truncated || !res.Failed() {
+		t.Fatalf("got %s, truncated %v; want batch-error, not truncated", res.StopReason, res.Truncated)
+	}
+	if res.Error == nil || res.Error.Code != "23503" || res.Error.Pass != "dispatched" {
+		t.Fatalf("error = %+v, want code 23503 in pass dispatched", res.Error)
+	}
+	if res.Deleted != 4 || res.BatchCount != 3 {
+		t.Fatalf("deleted %d in %d batches, want 4 in 3", res.Deleted, res.BatchCount)
+	}
+	left := count(t, pool, `SELECT count(*) FROM outbox_events WHERE aggregate_id IN ('e5', 'e6')`)
+	if left != 2 {
+		t.Fatalf("%d of the failed batch's two events left; the batch must roll back whole", left)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+		t.Fatal("lease not released after a failed batch")
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	t.Run("counts without deleting", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 1234, 10)
+		exec(t, pool, `ANALYZE notifications`)
+		r := sweep.NewRunner(pool, sweep.Catalog(), settings(), quietLogger(), nil, fixedAsOf(at))
+		dr, err := r.DryRun(ctx, "notifications")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := dr.Passes[0]
+		if !dr.DryRun || p.Pass != "read" || p.Eligible == nil || *p.Eligible != 1234 || p.CountTimedOut || !p.Indexed {
+			t.Fatalf("dry run = %+v (eligible %v)", p, p.Eligible)
+		}
+		if p.Estimate < 1000 || p.Estimate > 1500 {
+			t.Errorf("estimate %d, want near 1234 after ANALYZE", p.Estimate)
+		}
+		if old, _ := remaining(t, pool); old != 1234 {
+			t.Fatal("dry run deleted rows")
+		}
+	})
+
+	t.Run("count timeout is an answer, not an error", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 20, 0)
+		slow := []sweep.Spec{{Name: "slow", Passes: []sweep.Pass{{Name: "read", Table: "notifications", AgeColumn: "read_at",
+			Where: "pg_sleep(0.05) IS NOT NULL", Retention: 30 * 24 * time.Hour}}}}
+		s := settings()
+		s.CountTimeout = 100 * time.Millisecond
+		r := sweep.NewRunner(pool, slow, s, quietLogger(), nil, fixedAsOf(at))
+		dr, err := r.DryRun(ctx, "slow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := dr.Passes[0]; p.Eligible != nil || !p.CountTimedOut {
+			t.Fatalf("dry run = %+v, want eligible nil and countTimedOut", p)
+		}
+	})
+
+	t.Run("unindexed predicate", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		unindexed := []sweep.Spec{{Name: "by-created", Passes: []sweep.Pass{{Name: "all", Table: "notifications", AgeColumn: "created_at",
+			Retention: 30 * 24 * time.Hour}}}}
+		r := sweep.NewRunner(pool, unindexed, settings(), quietLogger(), nil)
+		dr, err := r.DryRun(ctx, "by-created")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dr.Passes[0].Indexed {
+			t.Fatal("created_at has no index, but the dry run says indexed")
+		}
+	})
+}
