@@ -1,0 +1,95 @@
+package metrics_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sweeprail/sweeprail/internal/metrics"
+)
+
+func labels() metrics.Labels {
+	return metrics.Labels{
+		Sweeps:      []metrics.Sweep{{Name: "notifications", Passes: []string{"read"}}, {Name: "audit-log", Passes: []string{"operational", "compliance"}}},
+		Outcomes:    []string{"exhausted", "batch-error", "skipped"},
+		AuthReasons: []string{"bad_signature", "replayed"},
+	}
+}
+
+func TestNew(t *testing.T) {
+	t.Run("every combination at zero from boot", func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		if _, err := metrics.New(reg, labels()); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{
+			"sweeprail_rows_deleted_total":             3, // three passes
+			"sweeprail_runs_total":                     6, // two sweeps x three outcomes
+			"sweeprail_run_duration_seconds":           2,
+			"sweeprail_batch_duration_seconds":         2,
+			"sweeprail_last_success_timestamp_seconds": 2,
+			"sweeprail_auth_failures_total":            2,
+		}
+		for name, n := range want {
+			if got := testutil.CollectAndCount(reg, name); got != n {
+				t.Errorf("%s: %d series, want %d", name, got, n)
+			}
+		}
+		expected := `
+# HELP sweeprail_runs_total Sweep runs, by sweep and outcome (a stop reason, or skipped when the lease was held).
+# TYPE sweeprail_runs_total counter
+sweeprail_runs_total{outcome="batch-error",sweep="audit-log"} 0
+sweeprail_runs_total{outcome="batch-error",sweep="notifications"} 0
+sweeprail_runs_total{outcome="exhausted",sweep="audit-log"} 0
+sweeprail_runs_total{outcome="exhausted",sweep="notifications"} 0
+sweeprail_runs_total{outcome="skipped",sweep="audit-log"} 0
+sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "sweeprail_runs_total"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("records", func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		m, err := metrics.New(reg, labels())
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := time.Unix(1_800_000_000, 0)
+		m.RowsDeleted("notifications", "read", 12)
+		m.Run("notifications", "exhausted", time.Second, true, end)
+		m.Run("audit-log", "batch-error", time.Second, false, end)
+		m.AuthFailure("replayed")
+		expected := `
+# HELP sweeprail_last_success_timestamp_seconds Unix time of the last run that took its lease and ended without batch-error; 0 until the first.
+# TYPE sweeprail_last_success_timestamp_seconds gauge
+sweeprail_last_success_timestamp_seconds{sweep="audit-log"} 0
+sweeprail_last_success_timestamp_seconds{sweep="notifications"} 1.8e+09
+# HELP sweeprail_rows_deleted_total Rows deleted by sweeps, by sweep and pass.
+# TYPE sweeprail_rows_deleted_total counter
+sweeprail_rows_deleted_total{pass="compliance",sweep="audit-log"} 0
+sweeprail_rows_deleted_total{pass="operational",sweep="audit-log"} 0
+sweeprail_rows_deleted_total{pass="read",sweep="notifications"} 12
+# HELP sweeprail_auth_failures_total Requests to /internal/* refused by the signature check, by reason.
+# TYPE sweeprail_auth_failures_total counter
+sweeprail_auth_failures_total{reason="bad_signature"} 0
+sweeprail_auth_failures_total{reason="replayed"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
+			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_auth_failures_total"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("nil records nothing and does not panic", func(t *testing.T) {
+		var m *metrics.Metrics
+		m.RowsDeleted("a", "b", 1)
+		m.Batch("a", time.Second)
+		m.Run("a", "exhausted", time.Second, true, time.Now())
+		m.AuthFailure("x")
+	})
+}
