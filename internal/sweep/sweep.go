@@ -102,6 +102,9 @@ type Pass struct {
 	// BatchSize and MaxBatches override the runner's settings for this pass when > 0.
 	BatchSize  int `json:"batchSize,omitempty"`
 	MaxBatches int `json:"maxBatches,omitempty"`
+	// AllowUnindexed accepts a pass whose batch select no index can serve (a small table); the
+	// policy check refuses such a pass otherwise, since each batch would scan the whole table.
+	AllowUnindexed bool `json:"allowUnindexed,omitempty"`
 }
 
 // Settings bound every run of a Runner.
