@@ -2,11 +2,216 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/httpapi"
+	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/signing"
+	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
-// serve is filled in by the HTTP rail.
+// The server's fixed limits; the ones an operator tunes come from the environment.
+const (
+	// minBatchSize and maxBatchSize bound adaptive batch sizing.
+	minBatchSize = 100
+	maxBatchSize = 50000
+	// replayCacheSize bounds the nonces the verifier remembers (see signing.NewVerifier).
+	replayCacheSize = 100_000
+	// readHeaderTimeout bounds a client that sends its headers slowly, which would hold a
+	// connection without ever reaching a handler.
+	readHeaderTimeout = 10 * time.Second
+	// idleTimeout closes kept-alive connections nobody uses.
+	idleTimeout = 60 * time.Second
+	// maxHeaderBytes: a signed request's headers are well under 1 KiB.
+	maxHeaderBytes = 32 << 10
+)
+
+// serve runs the API until ctx is done (SIGTERM or interrupt), then shuts down: it stops
+// accepting, lets each run finish its batch in flight, stop with "shutdown", release its lease and
+// answer, and returns nil. It returns an error when SHUTDOWN_GRACE runs out first, so the exit
+// status tells an orchestrator that answers were cut.
 func serve(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not built yet")
+	if len(args) > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q: the configuration comes from the environment", args)
+	}
+	cfg, err := config.LoadAPI(environ)
+	if err != nil {
+		return fmt.Errorf("configuration refused:\n%w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("app_env", cfg.AppEnv)
+
+	specs, err := loadSpecs(cfg)
+	if err != nil {
+		return err
+	}
+	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	// The pool connects lazily: a database that is down at boot makes /readyz say so, rather
+	// than the process crash-looping.
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return fmt.Errorf("open database pool: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg, metricLabels(specs))
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	runner := sweep.NewRunner(pool, specs, sweepSettings(cfg), logger, m)
+
+	// Runs get a context of their own, cancelled once the listener is closed (below): shutdown
+	// must reach the runs, and the signal's context must not, or a run would stop before the
+	// server stopped accepting.
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRuns()
+	handler := httpapi.NewServer(httpapi.Deps{
+		Logger:     logger,
+		Runner:     runner,
+		Pool:       pool,
+		Verifier:   newVerifier(cfg, logger),
+		Metrics:    m,
+		Gatherer:   reg,
+		RunContext: runCtx,
+		Bounds: httpapi.Bounds{
+			ServerWriteTimeout:   cfg.ServerWriteTimeout,
+			SignatureMaxAge:      cfg.SignatureMaxAge,
+			InternalFetchTimeout: cfg.InternalFetchTimeout,
+			ShutdownGrace:        cfg.ShutdownGrace,
+		},
+	})
+	srv := newHTTPServer(cfg, handler, logger)
+	// Shutdown closes the listeners and then calls this: no new request can start a run
+	// after the runs were told to stop.
+	srv.RegisterOnShutdown(cancelRuns)
+
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "sweeps", len(specs),
+		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String())
+	// The actual address, for LISTEN_ADDR=:0: a test or a script reads the port from this line.
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		pool.Close()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace.String())
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	err = srv.Shutdown(graceCtx)
+	<-served // http.ErrServerClosed, at once
+	if err != nil {
+		// Cut what is left. A batch still in flight keeps its connection until its statement
+		// ends; waiting for it would overrun the grace further, and PostgreSQL rolls the
+		// transaction back when the process exits.
+		_ = srv.Close()
+		go pool.Close()
+		return fmt.Errorf("shut down: SHUTDOWN_GRACE=%s ran out with requests in flight: %w", cfg.ShutdownGrace, err)
+	}
+	pool.Close()
+	logger.Info("stopped")
+	return nil
+}
+
+// loadSpecs returns the sweeps to serve: the bundled catalog with SWEEP_RETENTION's overrides.
+//
+// This is the seam for SWEEP_POLICY_FILE (a later issue loads the specs from it). Until then a
+// set SWEEP_POLICY_FILE refuses the boot: silently serving the bundled catalog instead of the
+// operator's policy would delete by rules they did not write.
+func loadSpecs(cfg config.API) ([]sweep.Spec, error) {
+	if cfg.SweepPolicyFile != "" {
+		return nil, fmt.Errorf("SWEEP_POLICY_FILE=%s: policy files are not supported yet; unset it to serve the bundled catalog",
+			cfg.SweepPolicyFile)
+	}
+	specs, err := sweep.WithRetention(sweep.Catalog(), cfg.Retention)
+	if err != nil {
+		return nil, fmt.Errorf("SWEEP_RETENTION: %w", err)
+	}
+	return specs, nil
+}
+
+// sweepSettings maps the configuration onto the runner's bounds.
+func sweepSettings(cfg config.API) sweep.Settings {
+	return sweep.Settings{
+		Deadline:         cfg.SweepDeadline,
+		StatementTimeout: cfg.BatchStatementTimeout,
+		LockTimeout:      cfg.BatchLockTimeout,
+		CountTimeout:     cfg.CountTimeout,
+		BatchSize:        cfg.BatchSize,
+		MinBatchSize:     minBatchSize,
+		MaxBatchSize:     maxBatchSize,
+		BatchTarget:      cfg.BatchTarget,
+		MaxBatches:       cfg.MaxBatches,
+		Pause:            cfg.BatchPause,
+	}
+}
+
+// metricLabels lists every label value the metrics can take, to export them at zero from boot.
+func metricLabels(specs []sweep.Spec) metrics.Labels {
+	l := metrics.Labels{Outcomes: sweep.Outcomes()}
+	for _, s := range specs {
+		ms := metrics.Sweep{Name: s.Name}
+		for _, p := range s.Passes {
+			ms.Passes = append(ms.Passes, p.Name)
+		}
+		l.Sweeps = append(l.Sweeps, ms)
+	}
+	for _, r := range signing.Reasons() {
+		l.AuthReasons = append(l.AuthReasons, string(r))
+	}
+	return l
+}
+
+// newVerifier returns the verifier of the configured keys, or nil when no key is set, which
+// closes every /internal/* route (503) rather than opening it.
+func newVerifier(cfg config.API, logger *slog.Logger) *signing.Verifier {
+	if cfg.SigningKey == "" {
+		logger.Warn("INTERNAL_SIGNING_KEY is empty: every /internal/* route answers 503 signing_not_configured")
+		return nil
+	}
+	keys := [][]byte{[]byte(cfg.SigningKey)}
+	if cfg.SigningKeyPrevious != "" {
+		keys = append(keys, []byte(cfg.SigningKeyPrevious))
+	}
+	return signing.NewVerifier(keys, cfg.SignatureMaxAge, time.Now, replayCacheSize)
+}
+
+// newHTTPServer returns the server with the configured bounds. WriteTimeout is what cuts a
+// handler that runs too long; config.LoadAPI has checked that a run fits inside it.
+// ReadTimeout is as long: when it fires during a handler, net/http cancels the request's
+// context, which would cut a dry run that is still within its bounds.
+func newHTTPServer(cfg config.API, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Addr:              cfg.ListenAddr,
+		Handler:           h,
+		ReadHeaderTimeout: min(readHeaderTimeout, cfg.ServerWriteTimeout),
+		ReadTimeout:       cfg.ServerWriteTimeout,
+		WriteTimeout:      cfg.ServerWriteTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }

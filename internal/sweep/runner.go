@@ -194,8 +194,11 @@ func (r *Runner) runPass(ctx, db context.Context, sweep string, p Pass, st state
 	for {
 		// The pause comes before the checks, so a batch never starts after the budget or a
 		// shutdown that the pause ran into.
+		// A pause never outlasts the budget: the answer must still beat the server's write timeout.
 		if pr.BatchCount > 0 && r.settings.Pause > 0 {
-			r.sleep(ctx, r.settings.Pause)
+			if left := deadline.Sub(r.now()); left > 0 {
+				r.sleep(ctx, min(r.settings.Pause, left))
+			}
 		}
 		if reason := r.stop(ctx, deadline, pr.BatchCount, maxBatches); reason != "" {
 			pr.StopReason = reason

@@ -115,6 +115,23 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("a pause never outlasts the budget", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		at := dbNow(t, pool)
+		seedNotifications(t, pool, at, 3000, 0)
+		clock := newFakeClock()
+		s := fixed(settings(), 1000)
+		s.Deadline, s.Pause = 10*time.Second, 8*time.Second
+		var slept []time.Duration
+		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at), sweep.WithClock(clock.Now),
+			sweep.WithSleep(func(_ context.Context, d time.Duration) { slept = append(slept, d); clock.Advance(d) }))
+		res := run(t, r, "notifications")
+		// Batch at 0s, pause 8s, batch at 8s, pause cut to the 2s left, then the budget stops it.
+		if res.StopReason != sweep.StopBudget || res.BatchCount != 2 || len(slept) != 2 || slept[1] != 2*time.Second {
+			t.Fatalf("got %s after %d batches, pauses %v; want budget after 2 batches, pauses [8s 2s]", res.StopReason, res.BatchCount, slept)
+		}
+	})
+
 	t.Run("batch cap", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)

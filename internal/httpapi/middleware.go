@@ -1,0 +1,185 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/google/uuid"
+
+	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/signing"
+)
+
+// ctxKey is the type of this package's context keys, so no other package can collide with them.
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// requestIDHeader carries the request id both ways: taken from a caller that sets it (a proxy),
+// returned on every answer so a client's report can be matched to the server's log.
+const requestIDHeader = "X-Request-Id"
+
+// requestIDFrom returns the request id set by requestID, or "".
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestID gives each request an id: the caller's when it is a sane token, a fresh uuid v7
+// otherwise (time-ordered, so ids sort like the log).
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(requestIDHeader)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(requestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func newRequestID() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString()
+}
+
+// validRequestID accepts 1 to 128 characters of letters, digits and ._:- : anything longer or
+// stranger is not an id a proxy made, and is not worth carrying into logs.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// quietPaths are polled by probes and scrapers every few seconds; their successes are logged at
+// debug level so they do not drown the sweeps in the log.
+var quietPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// accessLog logs one line per request. It logs in a deferred call, so a request whose handler
+// aborts (a panic after the answer began) is still logged.
+func accessLog(logger *slog.Logger, now func() time.Time) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := now()
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			defer func() {
+				status := ww.Status()
+				if status == 0 {
+					// Nothing was written: net/http answers 200 with an empty body, or the
+					// handler aborted and the connection is dropped.
+					status = http.StatusOK
+				}
+				level := slog.LevelInfo
+				switch {
+				case status >= 500:
+					level = slog.LevelError
+				case quietPaths[r.URL.Path] && status < 300:
+					level = slog.LevelDebug
+				}
+				logger.LogAttrs(r.Context(), level, "request",
+					slog.String("request_id", requestIDFrom(r.Context())),
+					slog.String("method", r.Method),
+					slog.String("path", r.URL.Path),
+					slog.Int("status", status),
+					slog.Int("bytes", ww.BytesWritten()),
+					slog.Int64("duration_ms", now().Sub(start).Milliseconds()),
+					slog.String("remote_addr", r.RemoteAddr),
+					slog.String("user_agent", r.UserAgent()),
+				)
+			}()
+			next.ServeHTTP(ww, r)
+		})
+	}
+}
+
+// recoverPanic turns a panic into a logged 500 envelope. When the answer had already begun, a
+// proper answer is impossible, so it aborts the connection instead: the client then sees a broken
+// answer, not a complete-looking truncated one.
+func recoverPanic(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				rec := recover()
+				if rec == nil {
+					return
+				}
+				if rec == http.ErrAbortHandler { // net/http compares it the same way
+					panic(rec)
+				}
+				logger.Error("panic", "request_id", requestIDFrom(r.Context()), "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+				if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
+					panic(http.ErrAbortHandler)
+				}
+				writeJSON(w, r, logger, http.StatusInternalServerError,
+					errorBody{Error: codeInternal, Message: "internal error; the server log has the details"})
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// requireSignature guards /internal/*. It reads the body under maxBodyBytes and verifies the
+// signature over it before anything decodes the body or touches the database; then it hands the
+// handler the body it verified. With no verifier (no key configured), it refuses everything:
+// an unconfigured key must never mean an open door.
+func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if v == nil {
+				writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeSigningNotConfigured,
+					"no signing key is configured on the server (INTERNAL_SIGNING_KEY): /internal/* is closed"))
+				return
+			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if !errors.As(err, &mbe) {
+					err = badRequest("read the request body: %v", err)
+				}
+				writeError(w, r, logger, err)
+				return
+			}
+			if err := verify(v, r, body); err != nil {
+				var se *signing.Error
+				if errors.As(err, &se) {
+					m.AuthFailure(string(se.Reason))
+					logger.Warn("signature refused", "request_id", requestIDFrom(r.Context()), "reason", se.Reason,
+						"detail", se.Detail, "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
+				}
+				writeError(w, r, logger, err)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// verify checks r's signature over body. Two signature headers are malformed rather than "take
+// the first": which one a proxy or a client meant is a guess, and guessing in an auth check is how
+// one header gets checked and another one trusted.
+func verify(v *signing.Verifier, r *http.Request, body []byte) error {
+	if n := len(r.Header.Values(signing.Header)); n > 1 {
+		return &signing.Error{Reason: signing.ReasonMalformed, Detail: fmt.Sprintf("%s given %d times", signing.Header, n)}
+	}
+	return v.Verify(r.Header.Get(signing.Header), r.Method, r.URL.Path, r.URL.RawQuery, body)
+}

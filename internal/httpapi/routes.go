@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// addRoutes is the whole API surface, in one place.
+//
+// Everything under /internal/ sits behind the signature middleware, which is attached to the
+// /internal subrouter itself: unknown paths and wrong methods under /internal/ are refused by the
+// signature check first, so an unsigned caller learns nothing about which routes exist.
+func addRoutes(mux *chi.Mux, d Deps) {
+	// Set before Route, so the /internal subrouter inherits them.
+	mux.NotFound(handleNotFound(d.Logger))
+	mux.MethodNotAllowed(handleMethodNotAllowed(d.Logger, mux))
+
+	mux.Method(http.MethodGet, "/healthz", handleHealthz(d.Logger))
+	mux.Method(http.MethodGet, "/readyz", handleReadyz(d.Logger, d.Pool))
+	mux.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{
+		ErrorLog: slogErrorLog{d.Logger},
+		// A collector that fails must not hide every other metric.
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+
+	mux.Route("/internal", func(r chi.Router) {
+		r.Use(requireSignature(d.Logger, d.Verifier, d.Metrics))
+		r.Method(http.MethodGet, "/sweeps", handleCatalog(d.Logger, d.Runner, d.Bounds))
+		r.Method(http.MethodPost, "/sweep-{name}", handleSweep(d.Logger, d.Runner, d.RunContext))
+	})
+}
