@@ -13,20 +13,9 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./cmd/...
 
-## run: PostgreSQL, migrations, demo data.
+## run: PostgreSQL, migrations, demo data, the API with a fresh key, one sweepcron run; serves until Ctrl-C.
 run: build
-	@if [ -z "$${DATABASE_URL:-}" ]; then \
-		base=$$(scripts/pg start); \
-		psql "$$base" -qtAc "SELECT 1 FROM pg_database WHERE datname = '$(DEMO_DB)'" | grep -q 1 \
-			|| psql "$$base" -qc 'CREATE DATABASE "$(DEMO_DB)"'; \
-		export DATABASE_URL="$${base/\/postgres\?//$(DEMO_DB)?}"; \
-	fi; \
-	bin/api migrate up | tail -n 1; \
-	bin/api seed-demo --if-empty --rows $(DEMO_ROWS); \
-	echo; \
-	echo "PostgreSQL: $$DATABASE_URL"; \
-	echo "  psql \"$$DATABASE_URL\""; \
-	echo "  stop it with: make pg-stop"
+	@scripts/run-demo
 
 ## test: every test, with the race detector, against a real PostgreSQL.
 test:
