@@ -3,6 +3,7 @@
 //	api [serve]              serve the API (the default)
 //	api migrate [up|status]  apply the migrations, or show their state
 //	api seed-demo --rows N   fill the reference schema with demo data
+//	api policy check [file]  validate a sweep policy file against the database
 package main
 
 import (
@@ -47,11 +48,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return migrate(ctx, rest, environ, stdout)
 	case "seed-demo":
 		return seedDemo(ctx, rest, environ, stdout, stderr)
+	case "policy":
+		return policy(ctx, rest, environ, stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] | seed-demo --rows N]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] | seed-demo --rows N [--if-empty] | policy check [file]]")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, migrate or seed-demo)", cmd)
+	return fmt.Errorf("unknown command %q (want serve, migrate, seed-demo or policy)", cmd)
 }
 
 func databaseURL(environ map[string]string) (string, error) {

@@ -48,12 +48,14 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	if err != nil {
 		return fmt.Errorf("configuration refused:\n%w", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("app_env", cfg.AppEnv)
+	// LOG_LEVEL=debug adds a line per batch (its duration and size), for tuning BATCH_TARGET.
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()})).With("app_env", cfg.AppEnv)
 
-	specs, err := loadSpecs(cfg)
+	pol, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
+	specs := pol.Specs
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("parse DATABASE_URL: %w", err)
@@ -63,6 +65,11 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return fmt.Errorf("open database pool: %w", err)
+	}
+
+	if err := checkPolicy(ctx, pol, pool, logger); err != nil {
+		pool.Close()
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -136,21 +143,34 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	return nil
 }
 
-// loadSpecs returns the sweeps to serve: the bundled catalog with SWEEP_RETENTION's overrides.
-//
-// This is the seam for SWEEP_POLICY_FILE (a later issue loads the specs from it). Until then a
-// set SWEEP_POLICY_FILE refuses the boot: silently serving the bundled catalog instead of the
-// operator's policy would delete by rules they did not write.
-func loadSpecs(cfg config.API) ([]sweep.Spec, error) {
-	if cfg.SweepPolicyFile != "" {
-		return nil, fmt.Errorf("SWEEP_POLICY_FILE=%s: policy files are not supported yet; unset it to serve the bundled catalog",
-			cfg.SweepPolicyFile)
-	}
-	specs, err := sweep.WithRetention(sweep.Catalog(), cfg.Retention)
+// loadPolicy returns the policy to serve, statically valid: SWEEP_POLICY_FILE, or the bundled
+// catalog when it is unset, with SWEEP_RETENTION's overrides applied.
+func loadPolicy(cfg config.API) (*sweep.Policy, error) {
+	pol, err := sweep.LoadPolicyFile(cfg.SweepPolicyFile)
 	if err != nil {
+		return nil, fmt.Errorf("sweep policy refused:\n%w", err)
+	}
+	if pol.Specs, err = sweep.WithRetention(pol.Specs, cfg.Retention); err != nil {
 		return nil, fmt.Errorf("SWEEP_RETENTION: %w", err)
 	}
-	return specs, nil
+	return pol, nil
+}
+
+// checkPolicy validates the policy against the live schema before the API serves it: a policy
+// whose tables, columns or indexes are not what it says would delete by rules nobody checked.
+// An unreachable database refuses the boot too, rather than serving an unchecked policy; the
+// orchestrator's restart retries it.
+func checkPolicy(ctx context.Context, pol *sweep.Policy, pool *pgxpool.Pool, logger *slog.Logger) error {
+	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	warnings, err := pol.Check(checkCtx, pool)
+	for _, w := range warnings {
+		logger.Warn("sweep policy", "file", pol.File, "warning", w)
+	}
+	if err != nil {
+		return fmt.Errorf("sweep policy %s refused against the database:\n%w", pol.File, err)
+	}
+	return nil
 }
 
 // sweepSettings maps the configuration onto the runner's bounds.

@@ -87,6 +87,8 @@ type API struct {
 	// ShutdownGrace is how long SIGTERM waits for the batch in flight and the answers.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"15s"`
 	AppEnv        string        `env:"APP_ENV" envDefault:"development"`
+	// LogLevel is the lowest level the API logs; debug adds one line per batch.
+	LogLevel LogLevel `env:"LOG_LEVEL" envDefault:"info"`
 	// Retention overrides a pass's retention, keyed "<sweep>.<pass>"; only the syntax is checked
 	// here, the sweep package checks names and floors.
 	Retention map[string]time.Duration `env:"SWEEP_RETENTION" empty:"unset"`

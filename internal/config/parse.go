@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -88,3 +89,28 @@ func Environ(pairs []string) map[string]string {
 	}
 	return out
 }
+
+// LogLevel is LOG_LEVEL, the lowest level the API logs. Its zero value is info, the default.
+type LogLevel slog.Level
+
+// UnmarshalText accepts exactly debug, info, warn or error, in any case. slog.Level's own parser
+// also takes offsets such as "info+2", which an operator would only type by mistake, so a value
+// outside the four refuses the boot rather than logging at a level nobody meant.
+func (l *LogLevel) UnmarshalText(b []byte) error {
+	switch strings.ToLower(string(b)) {
+	case "debug":
+		*l = LogLevel(slog.LevelDebug)
+	case "info":
+		*l = LogLevel(slog.LevelInfo)
+	case "warn":
+		*l = LogLevel(slog.LevelWarn)
+	case "error":
+		*l = LogLevel(slog.LevelError)
+	default:
+		return fmt.Errorf("invalid log level %q: want debug, info, warn or error", b)
+	}
+	return nil
+}
+
+// Level returns l as a slog.Level, for a handler's options.
+func (l LogLevel) Level() slog.Level { return slog.Level(l) }

@@ -15,48 +15,10 @@ const MinRetention = time.Hour
 
 const day = 24 * time.Hour
 
-// Catalog returns the bundled sweeps over the reference schema, with their default retentions.
+// Catalog returns the bundled sweeps over the reference schema, with their default retentions:
+// the specs of the embedded catalog.yaml (see DefaultPolicy), a fresh copy on every call.
 func Catalog() []Spec {
-	return []Spec{
-		{Name: "email-messages", Passes: []Pass{
-			{Name: "sent", Table: "email_messages", AgeColumn: "sent_at", Where: "t.status = 'sent'", Retention: 7 * day},
-			{Name: "failed", Table: "email_messages", AgeColumn: "created_at", Where: "t.status = 'failed'", Retention: 90 * day},
-		}},
-		{Name: "webhook-deliveries", Passes: []Pass{
-			{Name: "finished", Table: "webhook_deliveries", AgeColumn: "created_at", Where: "t.status IN ('success', 'dead_letter')", Retention: 30 * day},
-		}},
-		{Name: "audit-log", Passes: []Pass{
-			{Name: "operational", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'operational'", Retention: 90 * day},
-			{Name: "compliance", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'compliance'", Retention: 365 * day},
-		}},
-		// The keep guard waits for deliveries to go first; the foreign key stays as the last line
-		// of defence against a reference the guard does not know.
-		{Name: "outbox", Passes: []Pass{
-			{Name: "dispatched", Table: "outbox_events", AgeColumn: "dispatched_at", Where: "t.dispatched_at IS NOT NULL", Retention: 7 * day,
-				Guards: []Guard{{Table: "webhook_deliveries", Column: "outbox_event_id", References: "id"}}},
-		}},
-		{Name: "consents", Passes: []Pass{
-			{Name: "orphaned", Table: "consent_records", AgeColumn: "expires_at", Where: "t.user_id IS NULL", Retention: 365 * day},
-		}},
-		{Name: "notifications", Passes: []Pass{
-			{Name: "read", Table: "notifications", AgeColumn: "read_at", Where: "t.read_at IS NOT NULL", Retention: 30 * day},
-		}},
-		{Name: "refresh-tokens", Passes: []Pass{
-			{Name: "expired", Table: "refresh_tokens", AgeColumn: "expires_at", Retention: day},
-		}},
-		// Keyed on completion, not creation: a request that ran long is kept 48h after it finished.
-		// Abandoned claims are few and race with their workers renewing the lease, so they go in
-		// one predicated statement whose predicate READ COMMITTED re-checks on a renewed row.
-		{Name: "idempotency-records", Passes: []Pass{
-			{Name: "completed", Table: "idempotency_records", AgeColumn: "completed_at", Where: "t.status = 'completed'", Retention: 48 * time.Hour},
-			{Name: "abandoned", Table: "idempotency_records", AgeColumn: "created_at", Where: "t.status = 'in_progress' AND t.lease_expires_at < now()",
-				Retention: 48 * time.Hour, Mode: ModeSingle},
-		}},
-		{Name: "account-erasure", Passes: []Pass{
-			{Name: "requested", Table: "accounts", AgeColumn: "deletion_requested_at", Where: "t.deleted_at IS NULL", Retention: 30 * day,
-				Mode: ModePerRow, Function: "wipe_account", KeyColumn: "id"},
-		}},
-	}
+	return DefaultPolicy().Specs
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)

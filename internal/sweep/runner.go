@@ -153,9 +153,12 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*Result, e
 		res.StopReason, res.Error = StopBatchError, errorInfo(fmt.Errorf("read database clock: %w", err), "")
 		return res, nil
 	}
+	// In UTC, so that a cutoff bound to a timestamp-without-time-zone column means the same
+	// whatever the process's local zone is.
+	ref = ref.UTC()
 	res.StopReason = StopExhausted
 	for i, p := range spec.Passes {
-		pr, perr := r.runPass(ctx, db, name, p, r.stmts[name][i], ref.Add(-p.Retention), deadline, opts)
+		pr, perr := r.runPass(ctx, db, log, name, p, r.stmts[name][i], ref.Add(-p.Retention), deadline, opts)
 		res.Passes = append(res.Passes, pr)
 		res.Deleted += pr.Deleted
 		res.BatchCount += pr.BatchCount
@@ -187,7 +190,7 @@ func (r *Runner) stop(ctx context.Context, deadline time.Time, batches, maxBatch
 	return ""
 }
 
-func (r *Runner) runPass(ctx, db context.Context, sweep string, p Pass, st statements, cutoff, deadline time.Time, opts Options) (PassResult, error) {
+func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string, p Pass, st statements, cutoff, deadline time.Time, opts Options) (PassResult, error) {
 	pr := PassResult{Pass: p.Name}
 	size := firstPositive(opts.BatchSize, p.BatchSize, r.settings.BatchSize)
 	maxBatches := firstPositive(p.MaxBatches, r.settings.MaxBatches)
@@ -209,6 +212,10 @@ func (r *Runner) runPass(ctx, db context.Context, sweep string, p Pass, st state
 		took := r.now().Sub(began)
 		pr.BatchCount++
 		r.metrics.Batch(sweep, took)
+		// Each batch's size and duration, at debug level: the metric's histogram only buckets
+		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
+		log.Debug("sweep batch", "pass", p.Name, "batch", pr.BatchCount, "size", size, "deleted", n,
+			"took_ms", float64(took.Microseconds())/1000, "failed", err != nil)
 		if err != nil {
 			pr.StopReason = StopBatchError
 			return pr, fmt.Errorf("delete batch: %w", err)

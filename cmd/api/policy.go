@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/sweep"
+)
+
+// policyCheckTimeout bounds a whole policy check, connecting included: a CI job against an
+// unreachable database should fail, not hang.
+const policyCheckTimeout = 2 * time.Minute
+
+const policyUsage = "usage: api policy check [file]  (no file: SWEEP_POLICY_FILE, else the bundled catalog.yaml)"
+
+// policy runs `api policy check [file]`, for an operator's CI and by hand: it loads the policy
+// file and checks it as serve would at boot, statically and then against the live schema at
+// DATABASE_URL. Without a file it checks SWEEP_POLICY_FILE, else the bundled policy: what serve
+// would load. It prints OK and one line per sweep, or every problem, one per line, on stderr; any
+// problem is an error (exit status 1). Warnings (allow_unindexed passes) do not fail the check.
+func policy(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		return fmt.Errorf("policy: want a subcommand\n%s", policyUsage)
+	}
+	args = args[1:]
+	if len(args) > 1 || len(args) == 1 && strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, policyUsage)
+		return fmt.Errorf("policy check: unexpected arguments %q", args)
+	}
+	path := environ["SWEEP_POLICY_FILE"]
+	if len(args) == 1 {
+		path = args[0]
+	}
+	pol, err := sweep.LoadPolicyFile(path)
+	if err != nil {
+		return reportProblems(stderr, path, err)
+	}
+	// The static checks ran without a database; the rest needs one.
+	u, err := databaseURL(environ)
+	if err != nil {
+		return fmt.Errorf("policy check %s: the static checks passed; %w to check tables, columns, conditions and indexes", pol.File, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, policyCheckTimeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return fmt.Errorf("policy check: open database: %w", err)
+	}
+	defer pool.Close()
+	warnings, err := pol.Check(ctx, pool)
+	for _, w := range warnings {
+		fmt.Fprintln(stdout, "warning:", w)
+	}
+	if err != nil {
+		return reportProblems(stderr, pol.File, err)
+	}
+	passes := 0
+	for _, s := range pol.Specs {
+		passes += len(s.Passes)
+	}
+	fmt.Fprintf(stdout, "%s: OK: %d sweeps, %d passes, checked against the database\n", pol.File, len(pol.Specs), passes)
+	for _, s := range pol.Specs {
+		fmt.Fprintf(stdout, "  %s: %s\n", s.Name, describePasses(s.Passes))
+	}
+	return nil
+}
+
+// reportProblems prints each problem of a policy on a line of its own and returns a short error:
+// the lines are what the operator reads, the error what the exit status and a CI log summarise.
+// An error that is no policy problem (a file that cannot be read, a database that cannot be
+// reached) is returned as it is.
+func reportProblems(stderr io.Writer, file string, err error) error {
+	problems := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		problems = j.Unwrap()
+	}
+	var pe *sweep.PolicyError
+	if !errors.As(problems[0], &pe) {
+		return fmt.Errorf("policy check: %w", err)
+	}
+	for _, p := range problems {
+		fmt.Fprintln(stderr, p)
+	}
+	if file == "" {
+		file = sweep.DefaultPolicyFile
+	}
+	if len(problems) == 1 {
+		return fmt.Errorf("policy check: 1 problem in %s", file)
+	}
+	return fmt.Errorf("policy check: %d problems in %s", len(problems), file)
+}
+
+// describePasses writes a sweep's passes on one line:
+// "read (notifications.read_at older than 30d, batched); …".
+func describePasses(passes []sweep.Pass) string {
+	parts := make([]string, len(passes))
+	for i, p := range passes {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s (%s.%s older than %s", p.Name, p.Table, p.AgeColumn, formatRetention(p.Retention))
+		if p.Where != "" {
+			b.WriteString(" where " + strings.Join(strings.Fields(p.Where), " "))
+		}
+		for _, g := range p.Guards {
+			fmt.Fprintf(&b, ", kept while %s.%s references it", g.Table, g.Column)
+		}
+		fmt.Fprintf(&b, ", %s", modeOrDefault(p.Mode))
+		if p.Function != "" {
+			fmt.Fprintf(&b, " calling %s", p.Function)
+		}
+		if p.AllowUnindexed {
+			b.WriteString(", unindexed allowed")
+		}
+		b.WriteString(")")
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func modeOrDefault(m sweep.Mode) sweep.Mode {
+	if m == "" {
+		return sweep.ModeBatched
+	}
+	return m
+}
+
+// formatRetention writes a window as a policy does: "30d", "48h".
+func formatRetention(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d%day == 0:
+		return fmt.Sprintf("%dd", d/day)
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
+}

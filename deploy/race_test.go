@@ -1,0 +1,5 @@
+//go:build race
+
+package deploy
+
+func init() { raceEnabled = true }

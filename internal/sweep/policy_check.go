@@ -1,0 +1,703 @@
+package sweep
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	// checkStatementTimeout bounds each statement of a policy check; checkLockTimeout keeps it
+	// from queueing behind a migration's ACCESS EXCLUSIVE lock (EXPLAIN of a DELETE takes the
+	// table's ROW EXCLUSIVE lock, as the DELETE would).
+	checkStatementTimeout = 10 * time.Second
+	checkLockTimeout      = 2 * time.Second
+	// checkBatchSize is the LIMIT the batch select is planned with: the default BATCH_SIZE.
+	checkBatchSize = 1000
+	// explainPrefix is what explain puts before a query; error positions count it.
+	explainPrefix = "EXPLAIN (FORMAT JSON) "
+)
+
+// CheckPolicy checks specs against the live schema of pool's database; see Policy.Check. Its
+// messages name the sweep and pass but no file or line: it is for specs built in Go. For a loaded
+// policy, call its Check.
+func CheckPolicy(ctx context.Context, pool *pgxpool.Pool, specs []Spec) (warnings []string, err error) {
+	return (&Policy{Specs: specs}).Check(ctx, pool)
+}
+
+// Check validates the policy against the live schema of pool's database, so that a policy that
+// cannot run is refused at boot (or in CI, by api policy check) rather than failing its first
+// batch: every table exists (schema-qualified, or found on the search_path as the statements will
+// find it) and is a table; the age, key and guard columns exist, the age column being a
+// timestamp, timestamptz or date; a per-row function exists and takes one argument; each keep
+// guard, each where condition and the pass's real statement compile (EXPLAIN, in a read-only
+// transaction that is always rolled back: nothing is executed); and indexes serve each batch: the
+// batch select, with sequential scans disabled, reads the table through an index condition, and
+// each guard table has an index that leads with the guard column. A pass that no index serves is
+// refused, with the CREATE INDEX CONCURRENTLY that would serve it, unless it says
+// allow_unindexed: then it is a warning, for the caller to log at every boot.
+//
+// It first repeats the static checks of LoadPolicy that keep a where condition to one boolean
+// expression, and compiles nothing when they fail. Every problem is reported at once as a
+// *PolicyError (joined); warnings are returned even when err is not nil. An error that is not the
+// policy's (the database unreachable) ends the check and is returned alone.
+func (p *Policy) Check(ctx context.Context, pool *pgxpool.Pool) (warnings []string, err error) {
+	c := &checker{pol: p, pool: pool, tables: map[string]*tableInfo{}}
+	if errs := c.static(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	var now time.Time
+	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return nil, fmt.Errorf("check policy: read database clock: %w", err)
+	}
+	for _, s := range p.Specs {
+		for _, ps := range s.Passes {
+			// The cutoff comes from the database clock, as a run's does; the plan hardly depends
+			// on it, but a realistic value keeps the planner's estimates honest.
+			if err := c.pass(ctx, s.Name, ps, now.Add(-ps.Retention)); err != nil {
+				return nil, fmt.Errorf("check policy: sweep %q pass %q: %w", s.Name, ps.Name, err)
+			}
+		}
+	}
+	return c.warnings, errors.Join(c.errs...)
+}
+
+type checker struct {
+	pol      *Policy
+	pool     *pgxpool.Pool
+	tables   map[string]*tableInfo
+	errs     []error
+	warnings []string
+}
+
+// tableInfo is what the check knows of one table name.
+type tableInfo struct {
+	// problem says why the name is no table that can be swept ("does not exist …"); "" when it is.
+	problem string
+	oid     uint32
+	columns []columnInfo
+}
+
+type columnInfo struct {
+	name, typ string
+	// temporal: a timestamp, timestamptz or date (or a domain over one), comparable with the cutoff.
+	temporal bool
+}
+
+func (t *tableInfo) column(name string) (columnInfo, bool) {
+	for _, c := range t.columns {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return columnInfo{}, false
+}
+
+func (t *tableInfo) columnList() string {
+	names := make([]string, len(t.columns))
+	for i, c := range t.columns {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func (c *checker) problem(sweep, pass, field, format string, args ...any) *PolicyError {
+	return &PolicyError{File: c.pol.File, Line: c.pol.line(sweep, pass, field), Sweep: sweep, Pass: pass, Err: fmt.Errorf(format, args...)}
+}
+
+// static repeats the checks that need no database and that what follows relies on: Validate, the
+// shape of names, and the shape of each where condition, which must hold before any of it is
+// sent to the server. A loaded policy passed them all already; specs built in Go may not have.
+func (c *checker) static() []error {
+	if err := Validate(c.pol.Specs); err != nil {
+		return []error{&PolicyError{File: c.pol.File, Err: err}}
+	}
+	var errs []error
+	for _, s := range c.pol.Specs {
+		for _, p := range s.Passes {
+			add := func(field, format string, args ...any) {
+				errs = append(errs, c.problem(s.Name, p.Name, field, format, args...))
+			}
+			if err := checkRelationName(p.Table); err != nil {
+				add("table", "table %q: %v", p.Table, err)
+			}
+			if err := checkColumnName(p.AgeColumn); err != nil {
+				add("age_column", "age_column %q: %v", p.AgeColumn, err)
+			}
+			if p.KeyColumn != "" {
+				if err := checkColumnName(p.KeyColumn); err != nil {
+					add("key_column", "key_column %q: %v", p.KeyColumn, err)
+				}
+			}
+			if p.Function != "" {
+				if err := checkRelationName(p.Function); err != nil {
+					add("function", "function %q: %v", p.Function, err)
+				}
+			}
+			for i, g := range p.Guards {
+				field := fmt.Sprintf("guard.%d", i)
+				if err := checkRelationName(g.Table); err != nil {
+					add(field+".table", "keep guard table %q: %v", g.Table, err)
+				}
+				for _, col := range []string{g.Column, g.References} {
+					if err := checkColumnName(col); err != nil {
+						add(field, "keep guard column %q: %v", col, err)
+					}
+				}
+			}
+			if strings.TrimSpace(p.Where) != "" {
+				for _, problem := range checkCondition(p.Where) {
+					add("where", "where: %s", problem)
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func (c *checker) fail(sweep, pass, field, format string, args ...any) {
+	c.errs = append(c.errs, c.problem(sweep, pass, field, format, args...))
+}
+
+// pass checks one pass, recording its problems; the error it returns is the database's. Each step
+// runs only when the one before found nothing: what is missing from the catalog would only make
+// every statement fail to compile, and a statement that does not compile has no plan.
+func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.catalog, c.compile, c.indexes} {
+		before := len(c.errs)
+		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
+			return err
+		}
+	}
+	return nil
+}
+
+// catalog checks that the pass's table, columns, guard tables and function exist, as the
+// statements will resolve them.
+func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time) error {
+	tbl, err := c.table(ctx, p.Table)
+	if err != nil {
+		return err
+	}
+	if tbl.problem != "" {
+		c.fail(sweep, p.Name, "table", "table %q %s", p.Table, tbl.problem)
+		return nil
+	}
+	if age, ok := tbl.column(p.AgeColumn); !ok {
+		c.fail(sweep, p.Name, "age_column", "column %q does not exist in table %q (columns: %s)", p.AgeColumn, p.Table, tbl.columnList())
+	} else if !age.temporal {
+		c.fail(sweep, p.Name, "age_column", "age column %q of table %q is %s, not a timestamp or date: the cutoff cannot be compared with it; name a timestamptz, timestamp or date column",
+			p.AgeColumn, p.Table, age.typ)
+	}
+	if p.Mode == ModePerRow {
+		key := cmp.Or(p.KeyColumn, "id")
+		if _, ok := tbl.column(key); !ok {
+			c.fail(sweep, p.Name, "key_column", "key column %q does not exist in table %q (columns: %s); name the column the function takes with key_column",
+				key, p.Table, tbl.columnList())
+		}
+		problem, err := c.function(ctx, p.Function)
+		if err != nil {
+			return err
+		}
+		if problem != "" {
+			c.fail(sweep, p.Name, "function", "function %q %s", p.Function, problem)
+		}
+	}
+	for i, g := range p.Guards {
+		field := fmt.Sprintf("guard.%d", i)
+		gt, err := c.table(ctx, g.Table)
+		if err != nil {
+			return err
+		}
+		if gt.problem != "" {
+			c.fail(sweep, p.Name, field+".table", "keep guard table %q %s", g.Table, gt.problem)
+		} else if _, ok := gt.column(g.Column); !ok {
+			c.fail(sweep, p.Name, field+".column", "keep guard column %q does not exist in table %q (columns: %s)", g.Column, g.Table, gt.columnList())
+		}
+		if _, ok := tbl.column(g.References); !ok {
+			c.fail(sweep, p.Name, field+".references", "keep guard references column %q, which does not exist in table %q (columns: %s)", g.References, p.Table, tbl.columnList())
+		}
+	}
+	return nil
+}
+
+// compile EXPLAINs each keep guard and the where condition alone, so that a failure points at the
+// line that caused it, then the statement the runner will send, whole, with its bind parameters.
+func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+	before := len(c.errs)
+	table := quoteQualified(p.Table)
+	for i, g := range p.Guards {
+		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE NOT EXISTS (SELECT 1 FROM %s AS g WHERE g.%s = t.%s)",
+			table, quoteQualified(g.Table), pgx.Identifier{g.Column}.Sanitize(), pgx.Identifier{g.References}.Sanitize())
+		_, err := c.explain(ctx, false, q)
+		pgErr, err := pgProblem(err)
+		if err != nil {
+			return err
+		}
+		if pgErr != nil {
+			c.fail(sweep, p.Name, fmt.Sprintf("guard.%d", i), "keep guard %s.%s = %s.%s does not compile: %s",
+				g.Table, g.Column, p.Table, g.References, describePgError(pgErr, "", 0))
+		}
+	}
+	if p.Where != "" {
+		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE (", table)
+		_, err := c.explain(ctx, false, prefix+p.Where+")")
+		pgErr, err := pgProblem(err)
+		if err != nil {
+			return err
+		}
+		if pgErr != nil {
+			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
+				describePgError(pgErr, p.Where, utf8.RuneCountInString(explainPrefix+prefix)))
+		}
+	}
+	if len(c.errs) > before {
+		return nil // a piece that failed would fail the whole statement too: say it once
+	}
+	st := buildStatements(p)
+	query, args, field := st.batch, []any{cutoff, checkBatchSize}, ""
+	switch p.Mode {
+	case ModeSingle:
+		query, args = st.single, []any{cutoff}
+	case ModePerRow:
+		query, args, field = st.perRow, []any{cutoff}, "function"
+	}
+	_, err := c.explain(ctx, false, query, args...)
+	pgErr, err := pgProblem(err)
+	if err != nil {
+		return err
+	}
+	if pgErr != nil {
+		c.fail(sweep, p.Name, field, "the %s statement does not compile: %s", p.Mode, describePgError(pgErr, "", 0))
+	}
+	return nil
+}
+
+// unindexed is one read the batch select would make without an index, and the index that fixes it.
+type unindexed struct{ what, fix string }
+
+// indexes checks that each batch is served by indexes rather than full reads: the batch select
+// reads the table through an index condition, and each guard table has an index that leads with
+// the guard column. Planned with sequential scans disabled, the planner picks an index whenever
+// one can serve at all, so the answer does not depend on the table's size: the same on an empty
+// CI database as on production.
+func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+	raw, err := c.explain(ctx, true, buildStatements(p).plan, cutoff, checkBatchSize)
+	if pgErr, err := pgProblem(err); err != nil {
+		return err
+	} else if pgErr != nil {
+		c.fail(sweep, p.Name, "", "planning the batch select failed: %s", describePgError(pgErr, "", 0))
+		return nil
+	}
+	indexed, err := indexConditionOn(raw, "t")
+	if err != nil {
+		return fmt.Errorf("read plan: %w", err)
+	}
+	var missing []unindexed
+	if !indexed {
+		fix, err := c.indexFor(ctx, p.Table, p.AgeColumn, p.Where)
+		if err != nil {
+			return err
+		}
+		missing = append(missing, unindexed{fmt.Sprintf("no index serves the batch select, so every batch would read all of table %q", p.Table), fix})
+	}
+	for _, g := range p.Guards {
+		// Each batch looks every candidate up in the guard table. The plan cannot tell such a
+		// lookup from a full read of a composite index whose second column is the guard's (an
+		// Index Cond either way), so the catalog is asked instead.
+		ok, err := c.leadingIndex(ctx, g.Table, g.Column)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		fix, err := c.indexFor(ctx, g.Table, g.Column, "")
+		if err != nil {
+			return err
+		}
+		missing = append(missing, unindexed{fmt.Sprintf("no index serves the keep guard on %s.%s, so every batch would read all of table %q", g.Table, g.Column, g.Table), fix})
+	}
+	// Each message ends with the statement that fixes it, ready to copy.
+	for _, m := range missing {
+		if p.AllowUnindexed {
+			c.warnings = append(c.warnings, c.problem(sweep, p.Name, "allow_unindexed", "%s (allowed by allow_unindexed); the index that would serve it: %s", m.what, m.fix).Error())
+		} else {
+			c.fail(sweep, p.Name, "", "%s: create the index, or set allow_unindexed: true for a table that stays small: %s", m.what, m.fix)
+		}
+	}
+	return nil
+}
+
+// table looks name up as the statements will resolve it: schema-qualified, or on the search_path.
+func (c *checker) table(ctx context.Context, name string) (*tableInfo, error) {
+	if t, ok := c.tables[name]; ok {
+		return t, nil
+	}
+	t := &tableInfo{}
+	var oid uint32
+	var kind string
+	err := c.pool.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`,
+		quoteQualified(name)).Scan(&oid, &kind)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if t.problem, err = c.missingTable(ctx, name); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("look up table %q: %w", name, err)
+	case kind != "r" && kind != "p":
+		t.problem = fmt.Sprintf("is %s, not a table: name the table it stands for", relkindName(kind))
+	default:
+		t.oid = oid
+		if t.columns, err = c.columns(ctx, oid); err != nil {
+			return nil, fmt.Errorf("read columns of %q: %w", name, err)
+		}
+	}
+	c.tables[name] = t
+	return t, nil
+}
+
+// missingTable explains a name that resolves to nothing: where it was looked for, and the tables
+// of that name in any schema or spelling (a table created as "Sessions" is not sessions).
+func (c *checker) missingTable(ctx context.Context, name string) (string, error) {
+	bare := name[strings.LastIndex(name, ".")+1:]
+	var path string
+	var similar []string
+	err := c.pool.QueryRow(ctx, `
+SELECT array_to_string(current_schemas(false), ', '),
+       ARRAY(SELECT CASE WHEN pg_table_is_visible(c.oid) THEN '' ELSE n.nspname || '.' END || c.relname
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE lower(c.relname) = lower($1) AND c.relkind IN ('r', 'p')
+               AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+             ORDER BY 1 LIMIT 5)`, bare).Scan(&path, &similar)
+	if err != nil {
+		return "", fmt.Errorf("look up tables like %q: %w", name, err)
+	}
+	msg := "does not exist"
+	if !strings.Contains(name, ".") {
+		msg += fmt.Sprintf(" on the search_path (%s)", path)
+	}
+	if len(similar) > 0 {
+		msg += fmt.Sprintf("; tables of that name: %s (names are matched exactly as written, schema.table for another schema)", strings.Join(similar, ", "))
+	} else {
+		msg += ": create it, or fix the name"
+	}
+	return msg, nil
+}
+
+func (c *checker) columns(ctx context.Context, oid uint32) ([]columnInfo, error) {
+	rows, err := c.pool.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod),
+       (CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END)
+         IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype)
+FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, oid)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (columnInfo, error) {
+		var ci columnInfo
+		err := r.Scan(&ci.name, &ci.typ, &ci.temporal)
+		return ci, err
+	})
+}
+
+// function checks that a per-row function exists where the statement will look for it and can be
+// called with one argument (more are fine when they have defaults). Whether that argument's type
+// fits the key column is left to compiling the statement.
+func (c *checker) function(ctx context.Context, name string) (string, error) {
+	schema, fn, qualified := strings.Cut(name, ".")
+	if !qualified {
+		schema, fn = "", name
+	}
+	rows, err := c.pool.Query(ctx, `
+SELECT p.oid::regprocedure::text, p.pronargs - p.pronargdefaults <= 1 AND p.pronargs >= 1
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname = $1 AND p.prokind = 'f'
+  AND CASE WHEN $2::text = '' THEN pg_function_is_visible(p.oid) ELSE n.nspname = $2::text END
+ORDER BY 1`, fn, schema)
+	if err != nil {
+		return "", fmt.Errorf("look up function %q: %w", name, err)
+	}
+	type proc struct {
+		signature string
+		oneArg    bool
+	}
+	procs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (proc, error) {
+		var p proc
+		err := r.Scan(&p.signature, &p.oneArg)
+		return p, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("look up function %q: %w", name, err)
+	}
+	if len(procs) == 0 {
+		where := "on the search_path"
+		if qualified {
+			where = "in schema " + schema
+		}
+		return fmt.Sprintf("does not exist %s: create it, or fix function (it is called once per eligible row with the key column's value)", where), nil
+	}
+	var found []string
+	for _, p := range procs {
+		if p.oneArg {
+			return "", nil
+		}
+		found = append(found, p.signature)
+	}
+	return fmt.Sprintf("does not take one argument (found: %s): it is called once per eligible row with the key column's value", strings.Join(found, "; ")), nil
+}
+
+// explain plans query in a read-only transaction that is always rolled back, and returns the
+// plan as EXPLAIN (FORMAT JSON) gives it: EXPLAIN without ANALYZE executes nothing, and should
+// anything try, read-only refuses the write.
+func (c *checker) explain(ctx context.Context, forceIndex bool, query string, args ...any) ([]byte, error) {
+	tx, err := c.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
+		return nil, fmt.Errorf("set timeouts: %w", err)
+	}
+	if forceIndex {
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+			return nil, fmt.Errorf("disable sequential scans: %w", err)
+		}
+	}
+	var raw []byte
+	err = tx.QueryRow(ctx, explainPrefix+query, args...).Scan(&raw)
+	return raw, err
+}
+
+// scanNode is the part of EXPLAIN (FORMAT JSON) that the index check reads.
+type scanNode struct {
+	NodeType  string     `json:"Node Type"`
+	Alias     string     `json:"Alias"`
+	IndexCond string     `json:"Index Cond"`
+	Plans     []scanNode `json:"Plans"`
+}
+
+// indexConditionOn reports whether the plan reads the relation aliased alias through an index
+// condition: an index or index-only scan with an Index Cond, or a bitmap heap scan whose index
+// scans all have one. An index scan without a condition is a full read of the index (the planner
+// picks one for a join's order when sequential scans are disabled), no better than a sequential
+// scan, and does not count.
+func indexConditionOn(raw []byte, alias string) (bool, error) {
+	var out []struct {
+		Plan scanNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return false, err
+	}
+	if len(out) == 0 {
+		return false, errors.New("empty plan")
+	}
+	n, ok := findScan(out[0].Plan, alias)
+	if !ok {
+		return false, nil
+	}
+	switch n.NodeType {
+	case "Index Scan", "Index Only Scan":
+		return n.IndexCond != "", nil
+	case "Bitmap Heap Scan":
+		return len(n.Plans) > 0 && bitmapConditions(n.Plans), nil
+	}
+	return false, nil
+}
+
+// findScan returns the first scan of alias in the plan, depth first: the outer query's, since a
+// condition's subqueries come later in the tree than the relation they filter.
+func findScan(n scanNode, alias string) (scanNode, bool) {
+	if n.Alias == alias {
+		return n, true
+	}
+	for _, c := range n.Plans {
+		if s, ok := findScan(c, alias); ok {
+			return s, true
+		}
+	}
+	return scanNode{}, false
+}
+
+// bitmapConditions reports whether every leaf under a bitmap heap scan is an index scan with a
+// condition (BitmapAnd and BitmapOr combine them).
+func bitmapConditions(nodes []scanNode) bool {
+	for _, n := range nodes {
+		switch n.NodeType {
+		case "BitmapAnd", "BitmapOr":
+			if len(n.Plans) == 0 || !bitmapConditions(n.Plans) {
+				return false
+			}
+		case "Bitmap Index Scan":
+			if n.IndexCond == "" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// leadingIndex reports whether table has a valid, non-partial index whose first column is column:
+// the index that turns each keep-guard lookup into a descent of the index.
+func (c *checker) leadingIndex(ctx context.Context, table, column string) (bool, error) {
+	t, err := c.table(ctx, table)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	err = c.pool.QueryRow(ctx, `
+SELECT EXISTS (
+  SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+  WHERE i.indrelid = $1 AND a.attname = $2 AND i.indisvalid AND i.indpred IS NULL)`, t.oid, column).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up indexes of %q: %w", table, err)
+	}
+	return ok, nil
+}
+
+// pgProblem tells a statement's own failure (it does not compile, a permission is missing),
+// which is a problem of the policy, from the database's (a lost connection), which ends the check.
+func pgProblem(err error) (*pgconn.PgError, error) {
+	var pgErr *pgconn.PgError
+	if err == nil || errors.As(err, &pgErr) {
+		return pgErr, nil
+	}
+	return nil, err
+}
+
+// describePgError writes a PostgreSQL error for an operator: its message and SQLSTATE, where in
+// the condition it points when it points into it (offset: the characters before the condition in
+// the query sent), and its detail and hint.
+func describePgError(e *pgconn.PgError, condition string, offset int) string {
+	msg := fmt.Sprintf("%s (SQLSTATE %s)", e.Message, e.Code)
+	if condition != "" && e.Position > 0 {
+		runes := []rune(condition)
+		switch at := int(e.Position) - 1 - offset; {
+		case at >= 0 && at < len(runes):
+			msg += fmt.Sprintf(" at %q", string(runes[at:min(at+30, len(runes))]))
+		case at == len(runes):
+			msg += " at the end of the condition"
+		}
+	}
+	if e.Detail != "" {
+		msg += "; " + e.Detail
+	}
+	if e.Hint != "" {
+		msg += "; hint: " + e.Hint
+	}
+	if e.Code == "42501" {
+		msg += "; the API's database role needs SELECT, UPDATE and DELETE on the swept table (UPDATE for FOR UPDATE), and SELECT on guard tables"
+	}
+	return msg
+}
+
+func relkindName(kind string) string {
+	switch kind {
+	case "v":
+		return "a view"
+	case "m":
+		return "a materialized view"
+	case "f":
+		return "a foreign table"
+	case "S":
+		return "a sequence"
+	case "i", "I":
+		return "an index"
+	case "c":
+		return "a composite type"
+	}
+	return "a relation of kind " + kind
+}
+
+// indexFor writes the CREATE INDEX CONCURRENTLY that would serve a select on table by column,
+// made partial by the parts of where that can stand in an index predicate.
+func (c *checker) indexFor(ctx context.Context, table, column, where string) (string, error) {
+	var quoted []string
+	for _, name := range append(strings.Split(table, "."), column) {
+		var q string
+		// quote_ident quotes only where needed (upper case, a keyword), so the suggestion reads
+		// as a person would write it.
+		if err := c.pool.QueryRow(ctx, "SELECT quote_ident($1)", name).Scan(&q); err != nil {
+			return "", fmt.Errorf("quote %q: %w", name, err)
+		}
+		quoted = append(quoted, q)
+	}
+	n := len(quoted)
+	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s)", strings.Join(quoted[:n-1], "."), quoted[n-1])
+	pred, complete := partialPredicate(where)
+	if pred != "" {
+		stmt += " WHERE " + pred
+	}
+	if !complete {
+		// Said before the statement, so the statement stays last, ready to copy.
+		stmt = "(a partial index matching more of the condition would be smaller; only its simple parts are shown) " + stmt
+	}
+	return stmt + ";", nil
+}
+
+var (
+	conditionWordRE = regexp.MustCompile(`(?i)\b(and|or|between)\b`)
+	// simpleConjunctRE matches a conjunct that can stand as written in an index predicate:
+	// a column (t.-qualified or not) IS [NOT] NULL, compared with =, <> or != to a literal, or
+	// [NOT] IN a list of literals.
+	simpleConjunctRE = regexp.MustCompile(`(?is)^(t\.)?([a-z_][a-z0-9_]*|"(?:[^"]|"")+")\s*` +
+		`(?:is\s+(?:not\s+)?null|(?:=|<>|!=)\s*` + literalRE + `|(?:not\s+)?in\s*\(\s*` + literalRE + `(?:\s*,\s*` + literalRE + `)*\s*\))$`)
+)
+
+const literalRE = `(?:'(?:[^'\\]|'')*'|-?[0-9]+(?:\.[0-9]+)?|true|false)`
+
+// partialPredicate returns the conjuncts of where that can stand in an index predicate, t.
+// prefixes dropped, and whether that is all of where. Only a top-level AND chain is split: a
+// top-level OR or a BETWEEN (whose own AND would be misread) gives up, since a wrong predicate
+// would make an index the query cannot use.
+func partialPredicate(where string) (pred string, complete bool) {
+	if strings.TrimSpace(where) == "" {
+		return "", true
+	}
+	depths, problems := scanCondition(where)
+	if len(problems) > 0 {
+		return "", false
+	}
+	var pieces []string
+	start := 0
+	for _, m := range conditionWordRE.FindAllStringIndex(where, -1) {
+		if depths[m[0]] != 0 {
+			continue
+		}
+		if !strings.EqualFold(where[m[0]:m[1]], "and") {
+			return "", false
+		}
+		pieces = append(pieces, where[start:m[0]])
+		start = m[1]
+	}
+	pieces = append(pieces, where[start:])
+	var kept []string
+	for _, piece := range pieces {
+		piece = strings.TrimSpace(piece)
+		m := simpleConjunctRE.FindStringSubmatchIndex(piece)
+		if m == nil {
+			continue
+		}
+		if m[2] >= 0 { // drop the alias: an index predicate names its table's columns bare
+			piece = piece[m[3]:]
+		}
+		kept = append(kept, piece)
+	}
+	return strings.Join(kept, " AND "), len(kept) == len(pieces)
+}

@@ -1,0 +1,364 @@
+package sweep
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// catalogLiteral is the Go literal that Catalog() returned before the catalog became
+// catalog.yaml. It pins the bundled sweeps: an edit of catalog.yaml that changes what is deleted
+// must change this too, on purpose.
+func catalogLiteral() []Spec {
+	return []Spec{
+		{Name: "email-messages", Passes: []Pass{
+			{Name: "sent", Table: "email_messages", AgeColumn: "sent_at", Where: "t.status = 'sent'", Retention: 7 * day},
+			{Name: "failed", Table: "email_messages", AgeColumn: "created_at", Where: "t.status = 'failed'", Retention: 90 * day},
+		}},
+		{Name: "webhook-deliveries", Passes: []Pass{
+			{Name: "finished", Table: "webhook_deliveries", AgeColumn: "created_at", Where: "t.status IN ('success', 'dead_letter')", Retention: 30 * day},
+		}},
+		{Name: "audit-log", Passes: []Pass{
+			{Name: "operational", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'operational'", Retention: 90 * day},
+			{Name: "compliance", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'compliance'", Retention: 365 * day},
+		}},
+		{Name: "outbox", Passes: []Pass{
+			{Name: "dispatched", Table: "outbox_events", AgeColumn: "dispatched_at", Where: "t.dispatched_at IS NOT NULL", Retention: 7 * day,
+				Guards: []Guard{{Table: "webhook_deliveries", Column: "outbox_event_id", References: "id"}}},
+		}},
+		{Name: "consents", Passes: []Pass{
+			{Name: "orphaned", Table: "consent_records", AgeColumn: "expires_at", Where: "t.user_id IS NULL", Retention: 365 * day},
+		}},
+		{Name: "notifications", Passes: []Pass{
+			{Name: "read", Table: "notifications", AgeColumn: "read_at", Where: "t.read_at IS NOT NULL", Retention: 30 * day},
+		}},
+		{Name: "refresh-tokens", Passes: []Pass{
+			{Name: "expired", Table: "refresh_tokens", AgeColumn: "expires_at", Retention: day},
+		}},
+		{Name: "idempotency-records", Passes: []Pass{
+			{Name: "completed", Table: "idempotency_records", AgeColumn: "completed_at", Where: "t.status = 'completed'", Retention: 48 * time.Hour},
+			{Name: "abandoned", Table: "idempotency_records", AgeColumn: "created_at", Where: "t.status = 'in_progress' AND t.lease_expires_at < now()",
+				Retention: 48 * time.Hour, Mode: ModeSingle},
+		}},
+		{Name: "account-erasure", Passes: []Pass{
+			{Name: "requested", Table: "accounts", AgeColumn: "deletion_requested_at", Where: "t.deleted_at IS NULL", Retention: 30 * day,
+				Mode: ModePerRow, Function: "wipe_account", KeyColumn: "id"},
+		}},
+	}
+}
+
+func TestCatalogFile(t *testing.T) {
+	t.Run("equals the Go literal it replaced", func(t *testing.T) {
+		want := catalogLiteral()
+		// The literal left batched passes' mode empty; the policy spells the default out.
+		for i := range want {
+			for j := range want[i].Passes {
+				if want[i].Passes[j].Mode == "" {
+					want[i].Passes[j].Mode = ModeBatched
+				}
+			}
+		}
+		pol, err := LoadPolicy(DefaultPolicyFile, catalogYAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(pol.Specs, want) {
+			t.Errorf("catalog.yaml parses to\n%+v\nwant\n%+v", pol.Specs, want)
+		}
+		if !reflect.DeepEqual(Catalog(), want) {
+			t.Error("Catalog() is not the parsed catalog.yaml")
+		}
+	})
+	t.Run("each call returns a fresh copy", func(t *testing.T) {
+		a := Catalog()
+		a[0].Passes[0].Retention = time.Hour
+		if Catalog()[0].Passes[0].Retention == time.Hour {
+			t.Fatal("a caller's change to Catalog() leaked into the next call")
+		}
+	})
+	t.Run("a broken embedded file panics", func(t *testing.T) {
+		defer func() {
+			r := recover()
+			if r == nil || !strings.Contains(r.(string), "programming error") {
+				t.Fatalf("recover() = %v, want a panic naming a programming error", r)
+			}
+		}()
+		mustLoadPolicy(DefaultPolicyFile, []byte("sweeps: [\n"))
+	})
+}
+
+// pass wraps pass-level YAML (indented for a pass) into a one-sweep policy; the pass's keys start
+// on line 4.
+func onePass(body string) string {
+	return "sweeps:\n  - name: notes\n    passes:\n" + body
+}
+
+const goodPass = `      - name: read
+        table: notifications
+        age_column: read_at
+        retention: 30d
+`
+
+func TestLoadPolicyRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		// want are substrings of the error, the first usually its location.
+		want []string
+	}{
+		{"malformed YAML", "sweeps:\n  - name: [a\n", []string{`p.yaml:2: malformed YAML: did not find expected ',' or ']'`}},
+		{"unclosed flow mapping", "sweeps: {\n", []string{"p.yaml:2: malformed YAML: did not find expected node content"}},
+		{"mapping value in a scalar", "sweeps:\n  - name: a: b\n", []string{"p.yaml:2: malformed YAML: mapping values are not allowed in this context"}},
+		{"unclosed quote", "sweeps:\n  - name: 'a\n", []string{"p.yaml:2: malformed YAML"}},
+		{"tab indentation", "sweeps:\n\t- name: a\n", []string{"p.yaml:2: malformed YAML", "tab in the indentation"}},
+		{"empty file", "", []string{"p.yaml: the policy is empty"}},
+		{"only comments", "# nothing\n", []string{"p.yaml: the policy is empty"}},
+		{"two documents", onePass(goodPass) + "---\nsweeps: []\n", []string{"p.yaml:8: a second YAML document"}},
+		{"top level a list", "- a\n", []string{"p.yaml:1: the top level is a list"}},
+		{"no sweeps key", "passes: []\n", []string{`p.yaml:1: unknown key "passes" in the top level; the keys are: sweeps`, "p.yaml:1: no sweeps: key"}},
+		{"sweep for sweeps", "sweep: []\n", []string{`p.yaml:1: unknown key "sweep" in the top level (did you mean "sweeps"?)`}},
+		{"empty sweeps", "sweeps: []\n", []string{"p.yaml:1: sweeps is empty"}},
+		{"unknown key", onePass(goodPass + "        age_colum: read_at\n"), []string{
+			`p.yaml:8: pass "read" of sweep "notes": unknown key "age_colum" in a pass (did you mean "age_column"?); the keys are: name, table,`}},
+		{"camelCase key", onePass(strings.Replace(goodPass, "age_column", "ageColumn", 1)), []string{
+			`p.yaml:6: pass "read" of sweep "notes": unknown key "ageColumn" in a pass (did you mean "age_column"?)`, "p.yaml:4", "age_column is required"}},
+		{"unknown sweep key", "sweeps:\n  - name: notes\n    schedule: hourly\n    passes:\n" + goodPass, []string{`p.yaml:3: sweep "notes": unknown key "schedule" in a sweep`}},
+		{"duplicate key", onePass(goodPass + "        retention: 60d\n"), []string{`p.yaml:8: pass "read" of sweep "notes": key "retention" is given twice in a pass (first at line 7)`}},
+		{"anchor at the top level", "base: &b {table: x}\n" + onePass(goodPass), []string{`p.yaml:1: unknown key "base" in the top level`}},
+		{"merge key", onePass(strings.Replace(goodPass, "        table: notifications\n", "        table: &t notifications\n", 1) +
+			"      - <<: {table: notifications}\n        name: other\n        age_column: read_at\n        retention: 1d\n"),
+			[]string{`p.yaml:8: pass "other" of sweep "notes": merge keys (<<) are not supported in a pass: write the keys out`}},
+		{"alias to a value of the wrong type", onePass(strings.Replace(goodPass, "retention: 30d", "retention: 30d\n        keep_while_referenced_by: &g\n          - {table: x, column: y}", 1) +
+			"      - name: other\n        table: *g\n        age_column: read_at\n        retention: 1d\n"),
+			[]string{`p.yaml:8: pass "other" of sweep "notes": table is a list`}}, // the anchor's line
+		{"table a list", onePass(strings.Replace(goodPass, "table: notifications", "table: [notifications]", 1)), []string{`p.yaml:5: pass "read" of sweep "notes": table is a list: want a string`}},
+		{"name a number", "sweeps:\n  - name: 2024\n    passes:\n" + goodPass, []string{`p.yaml:2: name is a number (2024): want a string (quote it`}},
+		{"batch_size a string", onePass(goodPass + "        batch_size: \"500\"\n"), []string{`p.yaml:8: pass "read" of sweep "notes": batch_size is a string ("500"): want a whole number`}},
+		{"allow_unindexed yes", onePass(goodPass + "        allow_unindexed: yes\n"), []string{`p.yaml:8: pass "read" of sweep "notes": allow_unindexed is a string ("yes"): want true or false`}},
+		{"where empty", onePass(goodPass + "        where:\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where is empty: want a string`}},
+		{"retention 0", onePass(strings.Replace(goodPass, "30d", "0", 1)), []string{`p.yaml:7: pass "read" of sweep "notes": retention 0 is below the floor of 1h: a zero window makes every row eligible`}},
+		{"retention -1d", onePass(strings.Replace(goodPass, "30d", "-1d", 1)), []string{`p.yaml:7: pass "read" of sweep "notes": retention -1d is below the floor of 1h: a negative window`}},
+		{"retention 5m", onePass(strings.Replace(goodPass, "30d", "5m", 1)), []string{`p.yaml:7: pass "read" of sweep "notes": retention 5m is below the floor of 1h: a window that short would delete live data; did you mean 5d?`}},
+		{"retention without unit", onePass(strings.Replace(goodPass, "30d", "30", 1)), []string{`p.yaml:7: pass "read" of sweep "notes": retention: invalid duration "30": want whole days such as 30d`}},
+		{"retention missing", onePass(strings.Replace(goodPass, "        retention: 30d\n", "", 1)), []string{`p.yaml:4: pass "read" of sweep "notes": retention is required`}},
+		{"table missing", onePass(strings.Replace(goodPass, "        table: notifications\n", "", 1)), []string{`p.yaml:4: pass "read" of sweep "notes": table is required`}},
+		{"duplicate sweep names", onePass(goodPass) + "  - name: notes\n    passes:\n" + goodPass, []string{`p.yaml:8: sweep "notes": the name is used twice (first at line 2)`}},
+		{"duplicate pass names", onePass(goodPass + goodPass), []string{`p.yaml:8: pass "read" of sweep "notes": the name is used twice in this sweep (first at line 4)`}},
+		{"sweep name not URL-safe", "sweeps:\n  - name: Old/Notes\n    passes:\n" + goodPass, []string{`p.yaml:2: sweep "Old/Notes": the name must be lower-case letters, digits and single dashes`, "POST /internal/sweep-<name>"}},
+		{"sweep name with underscore", "sweeps:\n  - name: old_notes\n    passes:\n" + goodPass, []string{`p.yaml:2: sweep "old_notes": the name must be`}},
+		{"pass name not URL-safe", onePass(strings.Replace(goodPass, "name: read", "name: Read Ones", 1)), []string{`p.yaml:4: pass "Read Ones" of sweep "notes": the name must be`}},
+		{"no passes", "sweeps:\n  - name: notes\n", []string{`p.yaml:2: sweep "notes": no passes: key`}},
+		{"unknown mode", onePass(goodPass + "        mode: bulk\n"), []string{`p.yaml:8: pass "read" of sweep "notes": unknown mode "bulk": want batched (the default), single or per-row`}},
+		{"per-row without function", onePass(goodPass + "        mode: per-row\n"), []string{`p.yaml:8: pass "read" of sweep "notes": mode per-row needs a function`}},
+		{"function without per-row", onePass(goodPass + "        function: wipe\n"), []string{`p.yaml:8: pass "read" of sweep "notes": function is only for mode per-row (this pass is batched)`}},
+		{"key_column without per-row", onePass(goodPass + "        key_column: id\n"), []string{`p.yaml:8: pass "read" of sweep "notes": key_column is only for mode per-row`}},
+		{"batch_size in single", onePass(goodPass + "        mode: single\n        batch_size: 10\n"), []string{`p.yaml:9: pass "read" of sweep "notes": batch_size has no effect in mode single`}},
+		{"max_batches in single", onePass(goodPass + "        mode: single\n        max_batches: 10\n"), []string{`p.yaml:9: pass "read" of sweep "notes": max_batches has no effect in mode single`}},
+		{"batch_size 0", onePass(goodPass + "        batch_size: 0\n"), []string{`p.yaml:8: pass "read" of sweep "notes": batch_size 0 is out of range: want 1 to 50000`}},
+		{"batch_size too large", onePass(goodPass + "        batch_size: 100000\n"), []string{`batch_size 100000 is out of range`}},
+		{"max_batches 0", onePass(goodPass + "        max_batches: 0\n"), []string{`p.yaml:8: pass "read" of sweep "notes": max_batches 0 must be at least 1`}},
+		{"table with three parts", onePass(strings.Replace(goodPass, "table: notifications", "table: db.app.notifications", 1)), []string{`p.yaml:5: pass "read" of sweep "notes": table "db.app.notifications": want name or schema.name`}},
+		{"table quoted", onePass(strings.Replace(goodPass, "table: notifications", `table: '"Notifications"'`, 1)), []string{`p.yaml:5: pass "read" of sweep "notes": table "\"Notifications\"": write the name without quotes`}},
+		{"age column qualified", onePass(strings.Replace(goodPass, "age_column: read_at", "age_column: t.read_at", 1)), []string{`p.yaml:6: pass "read" of sweep "notes": age_column "t.read_at": name the column alone`}},
+		{"guards not a list", onePass(goodPass + "        keep_while_referenced_by: webhook_deliveries\n"), []string{`p.yaml:8: pass "read" of sweep "notes": keep_while_referenced_by is a string ("webhook_deliveries"): want a list`}},
+		{"guard without column", onePass(goodPass + "        keep_while_referenced_by:\n          - table: x\n"), []string{`p.yaml:9: pass "read" of sweep "notes": column is required`}},
+		{"guard unknown key", onePass(goodPass + "        keep_while_referenced_by:\n          - table: x\n            column: y\n            on: z\n"), []string{`p.yaml:11: pass "read" of sweep "notes": unknown key "on" in a keep guard`}},
+		{"where ends the statement", onePass(goodPass + "        where: true; DROP TABLE x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where: ';' is refused: a condition cannot end our statement`}},
+		{"where escapes its parentheses", onePass(goodPass + "        where: true) OR (true\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where: a ')' closes a parenthesis the condition did not open`, "widen the delete"}},
+		{"where with a line comment", onePass(goodPass + "        where: t.kind = 'x' --\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where: comments (-- and /*) are refused`}},
+		{"where with a block comment", onePass(goodPass + "        where: t.kind = 'x' /* hi */\n"), []string{`where: comments (-- and /*) are refused`}},
+		{"where with dollar quoting", onePass(goodPass + "        where: t.kind = $$x$$\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where: '$' is refused outside quotes`}},
+		{"where with a parameter", onePass(goodPass + "        where: t.read_at < $2\n"), []string{`where: '$' is refused outside quotes`}},
+		{"where with an open string", onePass(goodPass + "        where: t.kind = 'x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where: a string literal is not closed`}},
+		{"where with an open parenthesis", onePass(goodPass + "        where: (t.kind = 'x'\n"), []string{`where: 1 '(' not closed`}},
+		{"where with a backslash in a plain string", onePass(goodPass + "        where: t.kind = 'a\\'\n"), []string{`where: a backslash in a plain '…' string`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pol, err := LoadPolicy("p.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("accepted:\n%s\nspecs: %+v", tt.yaml, pol.Specs)
+			}
+			var pe *PolicyError
+			if !errors.As(err, &pe) {
+				t.Errorf("error %T is no *PolicyError", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadPolicyReportsEveryProblem(t *testing.T) {
+	_, err := LoadPolicy("p.yaml", []byte(`sweeps:
+  - name: Bad
+    passes:
+      - name: a
+        table: t
+        age_column: c
+        retention: 5m
+        colour: blue
+  - name: bad
+    passes:
+      - name: b
+        table: t
+        age_column: c
+        retention: 1d
+        where: true) OR (true
+`))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, w := range []string{"p.yaml:2: sweep \"Bad\"", "p.yaml:7: pass \"a\"", "p.yaml:8: pass \"a\"", "p.yaml:15: pass \"b\" of sweep \"bad\""} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not contain %q:\n%v", w, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 4 {
+		t.Errorf("%d problems reported, want 4:\n%v", n, err)
+	}
+}
+
+func TestLoadPolicyAccepts(t *testing.T) {
+	pol, err := LoadPolicy("p.yaml", []byte(`# every key once
+sweeps:
+  - name: expired-sessions
+    passes:
+      - name: expired
+        table: app.sessions
+        age_column: expires_at
+        retention: 48h
+        where: |
+          t.kind IN ('web', 'api')
+            AND t.note <> 'it''s; not -- a comment'
+        keep_while_referenced_by:
+          - table: app.session_events
+            column: session_id
+          - table: audit
+            column: subject
+            references: token
+        batch_size: 500
+        max_batches: 20
+        allow_unindexed: false
+      - name: purge
+        table: accounts
+        age_column: deletion_requested_at
+        retention: 30d
+        mode: per-row
+        function: app.purge_account
+        key_column: account_id
+        max_batches: 100
+      - name: few
+        table: claims
+        age_column: created_at
+        retention: 1h
+        mode: single
+        allow_unindexed: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Spec{{Name: "expired-sessions", Passes: []Pass{
+		{Name: "expired", Table: "app.sessions", AgeColumn: "expires_at", Retention: 48 * time.Hour, Mode: ModeBatched,
+			Where:      "t.kind IN ('web', 'api')\n  AND t.note <> 'it''s; not -- a comment'",
+			Guards:     []Guard{{Table: "app.session_events", Column: "session_id", References: "id"}, {Table: "audit", Column: "subject", References: "token"}},
+			BatchSize:  500,
+			MaxBatches: 20},
+		{Name: "purge", Table: "accounts", AgeColumn: "deletion_requested_at", Retention: 30 * day, Mode: ModePerRow,
+			Function: "app.purge_account", KeyColumn: "account_id", MaxBatches: 100},
+		{Name: "few", Table: "claims", AgeColumn: "created_at", Retention: time.Hour, Mode: ModeSingle, AllowUnindexed: true},
+	}}}
+	if !reflect.DeepEqual(pol.Specs, want) {
+		t.Fatalf("specs =\n%+v\nwant\n%+v", pol.Specs, want)
+	}
+	for _, tt := range []struct {
+		sweep, pass, field string
+		line               int
+	}{
+		{"expired-sessions", "", "", 3},
+		{"expired-sessions", "expired", "", 5},
+		{"expired-sessions", "expired", "where", 9},
+		{"expired-sessions", "expired", "guard.1.references", 17},
+		{"expired-sessions", "purge", "function", 26},
+		{"expired-sessions", "purge", "no-such-field", 21},
+	} {
+		if got := pol.line(tt.sweep, tt.pass, tt.field); got != tt.line {
+			t.Errorf("line(%s, %s, %s) = %d, want %d", tt.sweep, tt.pass, tt.field, got, tt.line)
+		}
+	}
+}
+
+func TestCheckCondition(t *testing.T) {
+	accept := []string{
+		"t.status = 'sent'",
+		"t.status = 'a;b' AND t.note = 'x -- y /* z'",
+		"t.note = 'it''s' OR t.note = ')'",
+		`t.note = E'it\'s )'`,
+		`t.note = e'\\' AND (t.a OR t.b)`,
+		`"odd;name""(" IS NULL`,
+		"t.kind IN ('(', ')') AND (t.a = 1 OR (t.b = 2))",
+		"t.at < now() - interval '1 day'",
+		"t.price - 1 > 0",
+		"t.a / 2 > 1",
+		"type'x' = t.a", // the word type, then a plain string: E'…' only starts a word
+	}
+	for _, where := range accept {
+		if problems := checkCondition(where); len(problems) > 0 {
+			t.Errorf("checkCondition(%q) = %q, want none", where, problems)
+		}
+	}
+	refuse := []struct{ where, want string }{
+		{"", "empty"},
+		{"true; DROP TABLE x", "';' is refused"},
+		{"true) OR (true", "closes a parenthesis"},
+		{"(true))((true", "closes a parenthesis"},
+		{"t.a = 1 -- and the rest", "comments"},
+		{"t.a = 1 /* and the rest", "comments"},
+		{"t.a = $$x$$", "'$' is refused"},
+		{"t.a = $tag$x$tag$", "'$' is refused"},
+		{"t.a < $1", "'$' is refused"},
+		{"t.a = 'open", "string literal is not closed"},
+		{`t.a = E'open\'`, "string literal is not closed"},
+		{`"open = 1`, "quoted identifier is not closed"},
+		{"((t.a", "2 '(' not closed"},
+		{`t.a = 'x\' OR true OR t.a = '`, "backslash in a plain"},
+		{"t.a = 1\x00", "control character"},
+	}
+	for _, tt := range refuse {
+		problems := checkCondition(tt.where)
+		if !strings.Contains(strings.Join(problems, "\n"), tt.want) {
+			t.Errorf("checkCondition(%q) = %q, want a problem containing %q", tt.where, problems, tt.want)
+		}
+	}
+}
+
+func TestPartialPredicate(t *testing.T) {
+	tests := []struct {
+		where, pred string
+		complete    bool
+	}{
+		{"", "", true},
+		{"t.read_at IS NOT NULL", "read_at IS NOT NULL", true},
+		{"t.status = 'sent'", "status = 'sent'", true},
+		{"t.status IN ('success', 'dead_letter')", "status IN ('success', 'dead_letter')", true},
+		{"status = 'done' and t.archived = true", "status = 'done' AND archived = true", true},
+		{`t."Kind" <> 'x'`, `"Kind" <> 'x'`, true},
+		{"t.status = 'in_progress' AND t.lease_expires_at < now()", "status = 'in_progress'", false},
+		{"t.a = 1 OR t.b = 2", "", false},
+		{"t.a = 1 AND t.b = 2 OR t.c = 3", "", false},
+		{"t.a BETWEEN 1 AND t.b IS NULL", "", false},
+		{"t.a = 'x AND y' AND (t.b = 1 OR t.c = 2)", "a = 'x AND y'", false},
+		{"t.brand = 'x'", "brand = 'x'", true},
+	}
+	for _, tt := range tests {
+		pred, complete := partialPredicate(tt.where)
+		if pred != tt.pred || complete != tt.complete {
+			t.Errorf("partialPredicate(%q) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
+		}
+	}
+}
