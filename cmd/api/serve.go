@@ -74,7 +74,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg, metricLabels(specs))
+	m, err := metrics.New(reg, httpapi.MetricLabels(specs))
 	if err != nil {
 		pool.Close()
 		return fmt.Errorf("register metrics: %w", err)
@@ -187,22 +187,6 @@ func sweepSettings(cfg config.API) sweep.Settings {
 		MaxBatches:       cfg.MaxBatches,
 		Pause:            cfg.BatchPause,
 	}
-}
-
-// metricLabels lists every label value the metrics can take, to export them at zero from boot.
-func metricLabels(specs []sweep.Spec) metrics.Labels {
-	l := metrics.Labels{Outcomes: sweep.Outcomes()}
-	for _, s := range specs {
-		ms := metrics.Sweep{Name: s.Name}
-		for _, p := range s.Passes {
-			ms.Passes = append(ms.Passes, p.Name)
-		}
-		l.Sweeps = append(l.Sweeps, ms)
-	}
-	for _, r := range signing.Reasons() {
-		l.AuthReasons = append(l.AuthReasons, string(r))
-	}
-	return l
 }
 
 // newVerifier returns the verifier of the configured keys, or nil when no key is set, which

@@ -126,7 +126,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	t.Cleanup(h.db.Close)
 
 	specs := sweep.Catalog()
-	m, err := metrics.New(h.reg, labels(specs))
+	m, err := metrics.New(h.reg, httpapi.MetricLabels(specs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,21 +151,6 @@ BEGIN INSERT INTO lease_audit VALUES (NEW.label, TG_OP); RETURN NEW; END $$`)
 	h.exec(`CREATE TRIGGER audit_lease AFTER INSERT OR UPDATE ON sweep_lock FOR EACH ROW EXECUTE FUNCTION audit_lease()`)
 	h.exec(`INSERT INTO accounts (email) VALUES ('owner@example.com')`)
 	return h
-}
-
-func labels(specs []sweep.Spec) metrics.Labels {
-	l := metrics.Labels{Outcomes: sweep.Outcomes()}
-	for _, s := range specs {
-		ms := metrics.Sweep{Name: s.Name}
-		for _, p := range s.Passes {
-			ms.Passes = append(ms.Passes, p.Name)
-		}
-		l.Sweeps = append(l.Sweeps, ms)
-	}
-	for _, r := range signing.Reasons() {
-		l.AuthReasons = append(l.AuthReasons, string(r))
-	}
-	return l
 }
 
 func byteKeys(ks ...string) [][]byte {

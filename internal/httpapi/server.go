@@ -91,3 +91,21 @@ func NewServer(deps Deps) http.Handler {
 	addRoutes(mux, deps)
 	return mux
 }
+
+// MetricLabels lists every label value the metrics of a server over specs can take: each sweep
+// and pass, each outcome, each reason the signature check refuses for. metrics.New exports them
+// all at zero from boot.
+func MetricLabels(specs []sweep.Spec) metrics.Labels {
+	l := metrics.Labels{Outcomes: sweep.Outcomes()}
+	for _, s := range specs {
+		ms := metrics.Sweep{Name: s.Name}
+		for _, p := range s.Passes {
+			ms.Passes = append(ms.Passes, p.Name)
+		}
+		l.Sweeps = append(l.Sweeps, ms)
+	}
+	for _, r := range signing.Reasons() {
+		l.AuthReasons = append(l.AuthReasons, string(r))
+	}
+	return l
+}
