@@ -26,6 +26,23 @@ test:
 check-deploy:
 	$(GO) test -count=1 ./deploy/
 
+## test-reliability: the reliability suite of docs/RELIABILITY.md, long tests included (kill -9,
+## PostgreSQL restart, a 60s load of three APIs and four sweepcron loops, hostile requests), then
+## every fuzz target for FUZZTIME each (minimizing a new input for at most 1s, so a short budget
+## explores rather than minimizes; a failing input is still printed). About four minutes.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := internal/signing:FuzzVerify internal/signing:FuzzVerifyTampered \
+	internal/httpapi:FuzzDecodeSweepRequest internal/httpapi:FuzzUnsignedRequest internal/httpapi:FuzzSignedBody \
+	internal/config:FuzzLoadAPI internal/config:FuzzLoadCron internal/config:FuzzLoadAPINumbersAndSecrets internal/config:FuzzParseDays
+.PHONY: test-reliability
+test-reliability:
+	@url="$${TEST_DATABASE_URL:-$$(scripts/pg start)}"; \
+	TEST_DATABASE_URL="$$url" RELIABILITY=1 $(GO) test -race -count=1 -timeout 15m -v ./internal/reliability/
+	@for t in $(FUZZ_TARGETS); do \
+		echo "--- fuzz $${t#*:} (./$${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./$${t%%:*}/ || exit 1; \
+	done
+
 ## lint: gofmt, go vet, staticcheck.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
