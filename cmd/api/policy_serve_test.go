@@ -111,6 +111,9 @@ func TestServeRefusesBadPolicy(t *testing.T) {
 			`sweeps.yaml:5`},
 		{"unindexed pass", "sweeps:\n  - name: s\n    passes:\n      - name: p\n        table: notifications\n        age_column: created_at\n        retention: 1d\n",
 			`CREATE INDEX CONCURRENTLY`},
+		{"malformed YAML", "sweeps:\n  - name: s\n    passes: [\n", `sweeps.yaml:`},
+		{"retention below the floor", "sweeps:\n  - name: s\n    passes:\n      - name: p\n        table: notifications\n        age_column: read_at\n        retention: 5m\n",
+			`below the floor`},
 		{"condition that ends the statement", "sweeps:\n  - name: s\n    passes:\n      - name: p\n        table: notifications\n        age_column: read_at\n        retention: 1d\n        where: \"true; DROP TABLE accounts\"\n",
 			`sweeps.yaml:8`},
 	}
