@@ -242,10 +242,17 @@ func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Ti
 		return 0, false, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
-	// One round trip for all four settings. synchronous_commit off: a crash loses at most the last
+	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
 	// batches' deletes, which the next tick repeats; it saves a WAL flush per batch.
+	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
+	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size.
+	// make bench caught that plan flipping mid-drain from the sequential scan to the age index
+	// walked from its start, which then re-reads every index entry the earlier batches deleted;
+	// forcing custom plans took the rail from 0.72M to 0.90M rows/s and its longest batch from
+	// 170 to 110 ms, side by side (docs/BENCHMARKS.md). Planning a batch costs under a millisecond.
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
-		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', 'off', true)`,
+		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', 'off', true),
+		set_config('plan_cache_mode', 'force_custom_plan', true)`,
 		ms(r.settings.StatementTimeout), ms(r.settings.LockTimeout), ms(2*r.settings.StatementTimeout)); err != nil {
 		return 0, false, fmt.Errorf("set batch timeouts: %w", err)
 	}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The bench itself is measured by running it (make bench); these tests cover the parts whose
+// mistakes would silently skew a report: percentiles, the per-batch log parser, the CPU
+// accounting, the round filter and the report splicing.
+
+func TestPercentile(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		out := make([]time.Duration, len(vs))
+		for i, v := range vs {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	ds := ms(5, 1, 4, 2, 3, 10, 9, 8, 7, 6) // 1..10, shuffled
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5 * time.Millisecond}, {0.99, 10 * time.Millisecond}, {0.9, 9 * time.Millisecond}, {0, time.Millisecond}, {1, 10 * time.Millisecond}} {
+		if got := percentile(ds, tt.q); got != tt.want {
+			t.Errorf("p%v = %v, want %v", tt.q*100, got, tt.want)
+		}
+	}
+	if ds[0] != 5*time.Millisecond {
+		t.Error("percentile sorted its argument")
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("percentile of nothing = %v, want 0", got)
+	}
+	// With 100 samples the p99 is the 99th, not the largest.
+	var hundred []time.Duration
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, time.Duration(i))
+	}
+	if got := percentile(hundred, 0.99); got != 99 {
+		t.Errorf("p99 of 1..100 = %v, want 99", got)
+	}
+	if got := median([]float64{3, 1, 2, 10}); got != 2.5 {
+		t.Errorf("median = %v, want 2.5", got)
+	}
+}
+
+func TestParseBatchLine(t *testing.T) {
+	line := `{"time":"2026-11-30T10:00:00Z","level":"DEBUG","msg":"sweep batch","app_env":"bench","sweep":"notifications",` +
+		`"run_id":"0192","pass":"read","batch":3,"size":4000,"deleted":4000,"took_ms":6.25,"failed":false}`
+	b, ok := parseBatchLine([]byte(line))
+	if !ok || b.size != 4000 || b.rows != 4000 || b.took != 6250*time.Microsecond {
+		t.Errorf("parseBatchLine = %+v, %v; want size 4000, rows 4000, 6.25ms", b, ok)
+	}
+	for _, other := range []string{
+		`{"level":"INFO","msg":"sweep run","deleted":10}`,
+		`{"level":"DEBUG","msg":"sweep batch"}`, // no duration: not a batch line we can use
+		`not json, mentions "sweep batch"`,
+		``,
+	} {
+		if _, ok := parseBatchLine([]byte(other)); ok {
+			t.Errorf("parseBatchLine(%q) accepted a line that is not a batch", other)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// A command name may hold spaces and parentheses; fields count from the last ')'.
+	line := "4242 (postgres: a (b) c) S 4000 4242 4242 0 -1 4194560 100 0 0 0 " +
+		"150 50 7 3 20 0 1 0 12345 1000 100 18446744073709551615"
+	p, ok := parseProcStat([]byte(line))
+	if !ok || p.ppid != 4000 || p.self != 200 || p.reaped != 10 {
+		t.Errorf("parseProcStat = %+v, %v; want ppid 4000, self 200, reaped 10", p, ok)
+	}
+	if _, ok := parseProcStat([]byte("4242 (short) S 1")); ok {
+		t.Error("parseProcStat accepted a truncated line")
+	}
+}
+
+func TestForeignShare(t *testing.T) {
+	m := cpuMeter{cores: 2}
+	t0 := time.Unix(0, 0)
+	a := cpuSample{at: t0, busy: 1000, ours: 400}
+	// 2 s on 2 cores is 400 ticks of capacity; the machine was busy 300 of them, 100 ours.
+	b := cpuSample{at: t0.Add(2 * time.Second), busy: 1300, ours: 500}
+	if got := m.foreign(a, b); got != 0.5 {
+		t.Errorf("foreign = %v, want 0.5", got)
+	}
+	// Jiffy rounding can make ours exceed the machine's busy time by a tick: never negative.
+	c := cpuSample{at: t0.Add(2 * time.Second), busy: 1100, ours: 520}
+	if got := m.foreign(a, c); got != 0 {
+		t.Errorf("foreign = %v, want 0", got)
+	}
+}
+
+func TestCountedRounds(t *testing.T) {
+	clean := round{n: 1, baselineForeign: 0.01, contestants: []outcome{{key: "A", foreign: 0.02}}}
+	busy := round{n: 2, baselineForeign: 0.01, contestants: []outcome{{key: "A", foreign: 0.4}}}
+	r := sideResult{rounds: []round{clean, busy, clean}}
+	if r.clean() != 2 || len(r.counted()) != 2 || !busy.disturbed() || clean.disturbed() {
+		t.Errorf("clean %d, counted %d; want 2, 2", r.clean(), len(r.counted()))
+	}
+	// With no clean round, every round counts (and the report says the numbers are unreliable).
+	all := sideResult{rounds: []round{busy, busy}}
+	if all.clean() != 0 || len(all.counted()) != 2 {
+		t.Errorf("clean %d, counted %d; want 0, 2", all.clean(), len(all.counted()))
+	}
+}
+
+func TestSpliceSection(t *testing.T) {
+	section := "<!-- m:begin (written by cmd/sweepbench) -->\nnew table\n<!-- m:end -->"
+	doc := "# Benchmarks\n\nintro\n\n<!-- m:begin (written by cmd/sweepbench) -->\nold table\n<!-- m:end -->\n\n## Analysis\n\nkept\n"
+	got := spliceSection(doc, "m", section)
+	want := "# Benchmarks\n\nintro\n\n" + section + "\n\n## Analysis\n\nkept\n"
+	if got != want {
+		t.Errorf("replace:\n%s\nwant:\n%s", got, want)
+	}
+	// Another section's markers are left alone.
+	other := "<!-- n:begin -->\nx\n<!-- n:end -->\n"
+	if got := spliceSection(other, "m", section); got != other+"\n"+section+"\n" {
+		t.Errorf("append:\n%q", got)
+	}
+	if got := spliceSection("", "m", section); !strings.HasPrefix(got, "# Benchmarks\n\n"+section) {
+		t.Errorf("new file:\n%q", got)
+	}
+}
+
+func TestLoadSettings(t *testing.T) {
+	base := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	s, err := loadSettings(base)
+	if err != nil || s.rows != 1_000_000 || s.rounds != 3 || s.scale || s.binDir != "bin" || s.out != "docs/BENCHMARKS.md" {
+		t.Fatalf("defaults: %+v, %v", s, err)
+	}
+	s, err = loadSettings(with("BENCH_ROWS", "200000", "BENCH_SCALE", "1", "BENCH_VARIANT_ENV", "BATCH_TARGET=20ms  BATCH_PAUSE=0s"))
+	if err != nil || s.rows != 200_000 || !s.scale || len(s.variantEnv) != 2 || s.variantEnv[1] != "BATCH_PAUSE=0s" {
+		t.Fatalf("overrides: %+v, %v", s, err)
+	}
+	for _, bad := range []map[string]string{
+		{},
+		with("BENCH_ROWS", "1e6"),
+		with("BENCH_ROWS", "100"),
+		with("BENCH_SCALE", "yes"),
+		with("BENCH_ROUNDS", "0"),
+		with("BENCH_VARIANT_ENV", "BATCH_TARGET"),
+		with("BENCH_OUT", ""),
+	} {
+		if _, err := loadSettings(bad); err == nil {
+			t.Errorf("loadSettings(%v) accepted it", bad)
+		}
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{fmtCount(1234567), "1,234,567"},
+		{fmtCount(999), "999"},
+		{fmtCount(-1000), "-1,000"},
+		{fmtRate(1_234_000), "1.23M"},
+		{fmtRate(56_789), "57k"},
+		{fmtDuration(4250 * time.Microsecond), "4.2 ms"},
+		{fmtDuration(94 * time.Millisecond), "94 ms"},
+		{fmtDuration(1234 * time.Millisecond), "1.23 s"},
+		{fmtMiB(16 << 20), "16.0 MiB"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package sweep_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/sweep"
+)
+
+// TestBatchSettings: every batch transaction runs under its own timeouts, asynchronous commit
+// and custom plans (a generic plan of the prepared batch statement can be the wrong one; see
+// Runner.batch), set locally, so the pool's connections come back with the server's defaults.
+// A per-row function reads the settings from inside the batch.
+func TestBatchSettings(t *testing.T) {
+	pool := dbtest.Pool(t)
+	exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
+	exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,
+		lock_timeout text, idle_timeout text)`)
+	exec(t, pool, `CREATE FUNCTION probe_settings(k bigint) RETURNS boolean LANGUAGE sql AS $$
+		INSERT INTO probe_seen VALUES (current_setting('plan_cache_mode'), current_setting('synchronous_commit'),
+			current_setting('statement_timeout'), current_setting('lock_timeout'),
+			current_setting('idle_in_transaction_session_timeout'));
+		DELETE FROM probe WHERE id = k;
+		SELECT true $$`)
+	exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
+
+	specs := []sweep.Spec{{Name: "probe", Passes: []sweep.Pass{{
+		Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour,
+		Mode: sweep.ModePerRow, Function: "probe_settings",
+	}}}}
+	r := sweep.NewRunner(pool, specs, settings(), quietLogger(), nil)
+	if res := run(t, r, "probe"); res.Deleted != 1 || res.Error != nil {
+		t.Fatalf("deleted %d, error %+v; want 1 row", res.Deleted, res.Error)
+	}
+	var plan, commit, stmt, lock, idle string
+	if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle); err != nil {
+		t.Fatal(err)
+	}
+	if plan != "force_custom_plan" || commit != "off" || stmt != "5s" || lock != "2s" || idle != "10s" {
+		t.Errorf("inside the batch: plan_cache_mode %s, synchronous_commit %s, statement_timeout %s, lock_timeout %s, "+
+			"idle_in_transaction_session_timeout %s; want force_custom_plan, off, 5s, 2s, 10s", plan, commit, stmt, lock, idle)
+	}
+	// SET LOCAL: gone with the transaction.
+	if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')`).Scan(&plan, &commit); err != nil {
+		t.Fatal(err)
+	}
+	if plan != "auto" || commit != "on" {
+		t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s; want the defaults auto, on", plan, commit)
+	}
+}
