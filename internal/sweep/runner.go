@@ -192,6 +192,9 @@ func (r *Runner) stop(ctx context.Context, deadline time.Time, batches, maxBatch
 
 func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string, p Pass, st statements, cutoff, deadline time.Time, opts Options) (PassResult, error) {
 	pr := PassResult{Pass: p.Name}
+	// after is where the next batch resumes: the newest age deleted so far (nil before the first
+	// batch). Rows older than it that a batch skipped (locked by someone else) wait for the next run.
+	var after *time.Time
 	size := firstPositive(opts.BatchSize, p.BatchSize, r.settings.BatchSize)
 	maxBatches := firstPositive(p.MaxBatches, r.settings.MaxBatches)
 	for {
@@ -208,7 +211,7 @@ func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string
 			return pr, nil
 		}
 		began := r.now()
-		n, full, err := r.batch(db, p, st, cutoff, size)
+		n, full, err := r.batch(db, p, st, cutoff, size, &after)
 		took := r.now().Sub(began)
 		pr.BatchCount++
 		r.metrics.Batch(sweep, took)
@@ -232,7 +235,7 @@ func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string
 
 // batch runs one transaction of pass p and reports the rows it deleted (or keys it processed) and
 // whether the pass may have more: a short batch ends the pass without an extra empty round trip.
-func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Time, size int) (n int64, full bool, err error) {
+func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Time, size int, after **time.Time) (n int64, full bool, err error) {
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
 	// statement timeout fires first in every other case.
 	ctx, cancel := context.WithTimeout(db, r.settings.StatementTimeout+5*time.Second)
@@ -286,12 +289,24 @@ func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Ti
 		}
 		full = processed > 0
 	default:
-		tag, err := tx.Exec(ctx, st.batch, cutoff, size)
+		var newest *time.Time
+		var err error
+		if *after == nil {
+			err = tx.QueryRow(ctx, st.batch, cutoff, size).Scan(&n, &newest)
+		} else {
+			err = tx.QueryRow(ctx, st.batchAfter, cutoff, size, **after).Scan(&n, &newest)
+		}
 		if err != nil {
 			return 0, false, err
 		}
-		n = tag.RowsAffected()
 		full = n >= int64(size)
+		if err := tx.Commit(ctx); err != nil {
+			return 0, false, fmt.Errorf("commit: %w", err)
+		}
+		if newest != nil {
+			*after = newest
+		}
+		return n, full, nil
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, false, fmt.Errorf("commit: %w", err)
