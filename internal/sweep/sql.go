@@ -56,10 +56,10 @@ func buildStatements(p Pass) statements {
 		key = "id"
 	}
 	return statements{
-		predicate: pred,
+		predicate:  pred,
 		batch:      batchSQL(table, pred, age, ""),
 		batchAfter: batchSQL(table, pred, age, fmt.Sprintf(" AND t.%s >= $3", age)),
-		single: fmt.Sprintf(`DELETE FROM %s AS t WHERE %s`, table, pred),
+		single:     fmt.Sprintf(`DELETE FROM %s AS t WHERE %s`, table, pred),
 		perRow: fmt.Sprintf(`SELECT %[1]s(k.key) FROM (
   SELECT t.%[2]s AS key FROM %[3]s AS t WHERE %[4]s ORDER BY t.%[5]s LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k`, quoteQualified(p.Function), pgx.Identifier{key}.Sanitize(), table, pred, pgx.Identifier{p.AgeColumn}.Sanitize()),
