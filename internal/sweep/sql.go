@@ -28,7 +28,8 @@ type statements struct {
 	single string
 	// perRow locks one eligible key (skipping keys another run holds) and calls the function on it.
 	perRow string
-	// count is the dry run's exact count; plan is what the planner is asked to estimate and index.
+	// count is the dry run's exact count; plan is the batch select as it runs (ordered by age),
+	// which the dry run and the policy check ask the planner whether an index serves.
 	count string
 	plan  string
 }
@@ -64,7 +65,7 @@ func buildStatements(p Pass) statements {
   SELECT t.%[2]s AS key FROM %[3]s AS t WHERE %[4]s ORDER BY t.%[5]s LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k`, quoteQualified(p.Function), pgx.Identifier{key}.Sanitize(), table, pred, pgx.Identifier{p.AgeColumn}.Sanitize()),
 		count: fmt.Sprintf(`SELECT count(*) FROM %s AS t WHERE %s`, table, pred),
-		plan:  fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s LIMIT $2`, table, pred),
+		plan:  fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s ORDER BY t.%s LIMIT $2`, table, pred, age),
 	}
 }
 
