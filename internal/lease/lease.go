@@ -29,8 +29,10 @@ type Execer interface {
 // Lease is a held lease. Its Owner fences Release: a run that outlived its TTL cannot release
 // the lease its successor took over.
 type Lease struct {
-	Label       string
-	Owner       uuid.UUID
+	Label string
+	Owner uuid.UUID
+	// LockedAt is the database's now() when the lease was taken: the run's clock reading.
+	LockedAt    time.Time
 	LockedUntil time.Time
 }
 
@@ -53,7 +55,7 @@ VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
 ON CONFLICT (label) DO UPDATE
    SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until
  WHERE sweep_lock.locked_until < now()
-RETURNING locked_until`
+RETURNING locked_at, locked_until`
 
 // Acquire takes the lease label for ttl under a fresh owner. It returns ErrHeld, wrapped with the
 // holder's details, when another owner holds it.
@@ -66,7 +68,7 @@ func Acquire(ctx context.Context, db Querier, label string, ttl time.Duration) (
 		return nil, fmt.Errorf("acquire lease %q: new owner: %w", label, err)
 	}
 	l := &Lease{Label: label, Owner: owner}
-	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds()).Scan(&l.LockedUntil)
+	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds()).Scan(&l.LockedAt, &l.LockedUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		h, herr := holder(ctx, db, label)
 		if herr != nil {

@@ -121,8 +121,17 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("ttl from the database clock", func(t *testing.T) {
 		pool := dbtest.Pool(t)
-		if _, err := lease.Acquire(ctx, pool, "consents", 90*time.Second); err != nil {
+		l, err := lease.Acquire(ctx, pool, "consents", 90*time.Second)
+		if err != nil {
 			t.Fatal(err)
+		}
+		var lockedAt time.Time
+		if err := pool.QueryRow(ctx, `SELECT locked_at FROM sweep_lock WHERE label = 'consents'`).Scan(&lockedAt); err != nil {
+			t.Fatal(err)
+		}
+		// A run reads its reference time from the lease: it must be the row's, the database's.
+		if !l.LockedAt.Equal(lockedAt) || l.LockedUntil.Sub(l.LockedAt) != 90*time.Second {
+			t.Fatalf("lease says locked at %s until %s; row says locked at %s", l.LockedAt, l.LockedUntil, lockedAt)
 		}
 		var ttl time.Duration
 		var lockedAtIsNow bool

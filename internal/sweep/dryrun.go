@@ -21,7 +21,11 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*DryRunResult, error)
 	if !ok {
 		return nil, fmt.Errorf("dry run %q: %w", name, ErrUnknownSweep)
 	}
-	ref, err := r.asOf(ctx)
+	asOf := r.asOf
+	if asOf == nil {
+		asOf = r.databaseNow
+	}
+	ref, err := asOf(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: read database clock: %w", name, err)
 	}
@@ -68,27 +72,18 @@ func (r *Runner) count(ctx context.Context, st statements, cutoff any) (int64, e
 // does not depend on the table's size, so it is the same on a test table and on production, and
 // it is the policy check's answer (indexConditionOn), so the two never disagree.
 func (r *Runner) plan(ctx context.Context, p Pass, st statements, cutoff any) (estimate int64, indexed bool, err error) {
+	raw, err := explainJSON(ctx, r.pool, r.settings.CountTimeout, r.settings.LockTimeout, false, st.count, cutoff)
+	if err != nil {
+		return 0, false, err
+	}
+	if estimate, err = aggregateInputRows(raw); err != nil {
+		return 0, false, err
+	}
 	size := firstPositive(p.BatchSize, r.settings.BatchSize)
-	err = pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.settings.CountTimeout)); err != nil {
-			return err
-		}
-		var raw []byte
-		if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.count, cutoff).Scan(&raw); err != nil {
-			return err
-		}
-		if estimate, err = aggregateInputRows(raw); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.plan, cutoff, size).Scan(&raw); err != nil {
-			return err
-		}
-		indexed, err = indexConditionOn(raw, "t")
-		return err
-	})
+	if raw, err = explainJSON(ctx, r.pool, r.settings.CountTimeout, r.settings.LockTimeout, true, st.plan, cutoff, size); err != nil {
+		return 0, false, err
+	}
+	indexed, err = indexConditionOn(raw, "t")
 	return estimate, indexed, err
 }
 

@@ -460,17 +460,23 @@ ORDER BY 1`, fn, schema)
 	return fmt.Sprintf("does not take one argument (found: %s): it is called once per eligible row with the key column's value", strings.Join(found, "; ")), nil
 }
 
-// explain plans query in a read-only transaction that is always rolled back, and returns the
-// plan as EXPLAIN (FORMAT JSON) gives it: EXPLAIN without ANALYZE executes nothing, and should
-// anything try, read-only refuses the write.
+// explain plans query with the check's timeouts; see explainJSON.
 func (c *checker) explain(ctx context.Context, forceIndex bool, query string, args ...any) ([]byte, error) {
-	tx, err := c.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	return explainJSON(ctx, c.pool, checkStatementTimeout, checkLockTimeout, forceIndex, query, args...)
+}
+
+// explainJSON plans query in a read-only transaction that is always rolled back, and returns the
+// plan as EXPLAIN (FORMAT JSON) gives it: EXPLAIN without ANALYZE executes nothing, and should
+// anything try, read-only refuses the write. forceIndex discourages sequential scans, so the
+// planner picks an index whenever one can serve at all, whatever the table's size.
+func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, forceIndex bool, query string, args ...any) ([]byte, error) {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
 	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
+		ms(statementTimeout), ms(lockTimeout)); err != nil {
 		return nil, fmt.Errorf("set timeouts: %w", err)
 	}
 	if forceIndex {

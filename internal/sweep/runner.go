@@ -44,8 +44,9 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration)) Option {
 }
 
 // WithAsOf sets where a run's reference time comes from; cutoffs are the reference time minus each
-// pass's retention. By default it is the database's now() at the start of the run, so every
-// replica computes the same cutoff whatever its own clock says.
+// pass's retention. By default it is the database's now() at the start of the run (the time the
+// lease was taken, for a run), so every replica computes the same cutoff whatever its own clock
+// says.
 func WithAsOf(asOf func(ctx context.Context) (time.Time, error)) Option {
 	return func(r *Runner) { r.asOf = asOf }
 }
@@ -56,7 +57,6 @@ func NewRunner(pool *pgxpool.Pool, specs []Spec, settings Settings, logger *slog
 		pool: pool, specs: specs, stmts: map[string][]statements{}, byName: map[string]*Spec{},
 		settings: settings, logger: logger, metrics: m, now: time.Now, sleep: sleepCtx,
 	}
-	r.asOf = r.databaseNow
 	for i := range r.specs {
 		s := &r.specs[i]
 		r.byName[s.Name] = s
@@ -116,12 +116,13 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*Result, e
 	db := context.WithoutCancel(ctx)
 
 	defer func() {
-		res.DurationMs = r.now().Sub(start).Milliseconds()
+		end := r.now()
+		res.DurationMs = end.Sub(start).Milliseconds()
 		outcome := string(res.StopReason)
 		if res.Skipped {
 			outcome = OutcomeSkipped
 		}
-		r.metrics.Run(name, outcome, r.now().Sub(start), !res.Skipped && !res.Failed(), r.now())
+		r.metrics.Run(name, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
 		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted,
 			"batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
 	}()
@@ -148,10 +149,12 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*Result, e
 	}()
 
 	deadline := start.Add(r.settings.Deadline)
-	ref, err := r.asOf(db)
-	if err != nil {
-		res.StopReason, res.Error = StopBatchError, errorInfo(fmt.Errorf("read database clock: %w", err), "")
-		return res, nil
+	ref := l.LockedAt
+	if r.asOf != nil {
+		if ref, err = r.asOf(db); err != nil {
+			res.StopReason, res.Error = StopBatchError, errorInfo(fmt.Errorf("read reference time: %w", err), "")
+			return res, nil
+		}
 	}
 	// In UTC, so that a cutoff bound to a timestamp-without-time-zone column means the same
 	// whatever the process's local zone is.
@@ -211,7 +214,7 @@ func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string
 			return pr, nil
 		}
 		began := r.now()
-		n, full, err := r.batch(db, p, st, cutoff, size, &after)
+		n, full, newest, err := r.batch(db, p, st, cutoff, size, after)
 		took := r.now().Sub(began)
 		pr.BatchCount++
 		r.metrics.Batch(sweep, took)
@@ -225,6 +228,9 @@ func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string
 		}
 		pr.Deleted += n
 		r.metrics.RowsDeleted(sweep, p.Name, n)
+		if newest != nil {
+			after = newest
+		}
 		if !full {
 			pr.StopReason = StopExhausted
 			return pr, nil
@@ -233,16 +239,17 @@ func (r *Runner) runPass(ctx, db context.Context, log *slog.Logger, sweep string
 	}
 }
 
-// batch runs one transaction of pass p and reports the rows it deleted (or keys it processed) and
-// whether the pass may have more: a short batch ends the pass without an extra empty round trip.
-func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Time, size int, after **time.Time) (n int64, full bool, err error) {
+// batch runs one transaction of pass p and reports the rows it deleted (or keys it processed),
+// whether the pass may have more (a short batch ends the pass without an extra empty round trip),
+// and, in batched mode, the newest age it deleted: where the next batch resumes.
+func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Time, size int, after *time.Time) (n int64, full bool, newest *time.Time, err error) {
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
 	// statement timeout fires first in every other case.
 	ctx, cancel := context.WithTimeout(db, r.settings.StatementTimeout+5*time.Second)
 	defer cancel()
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
-		return 0, false, fmt.Errorf("begin: %w", err)
+		return 0, false, nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
 	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
@@ -257,19 +264,19 @@ func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Ti
 		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', 'off', true),
 		set_config('plan_cache_mode', 'force_custom_plan', true)`,
 		ms(r.settings.StatementTimeout), ms(r.settings.LockTimeout), ms(2*r.settings.StatementTimeout)); err != nil {
-		return 0, false, fmt.Errorf("set batch timeouts: %w", err)
+		return 0, false, nil, fmt.Errorf("set batch timeouts: %w", err)
 	}
 	switch p.Mode {
 	case ModeSingle:
 		tag, err := tx.Exec(ctx, st.single, cutoff)
 		if err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		n, full = tag.RowsAffected(), false
 	case ModePerRow:
 		rows, err := tx.Query(ctx, st.perRow, cutoff)
 		if err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		var processed int64
 		for rows.Next() {
@@ -277,7 +284,7 @@ func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Ti
 			var v any
 			if err := rows.Scan(&v); err != nil {
 				rows.Close()
-				return 0, false, err
+				return 0, false, nil, err
 			}
 			// A function answering false did nothing (another caller got there first).
 			if b, ok := v.(bool); !ok || b {
@@ -285,33 +292,23 @@ func (r *Runner) batch(db context.Context, p Pass, st statements, cutoff time.Ti
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		full = processed > 0
 	default:
-		var newest *time.Time
-		var err error
-		if *after == nil {
-			err = tx.QueryRow(ctx, st.batch, cutoff, size).Scan(&n, &newest)
-		} else {
-			err = tx.QueryRow(ctx, st.batchAfter, cutoff, size, **after).Scan(&n, &newest)
+		query, args := st.batch, []any{cutoff, size}
+		if after != nil {
+			query, args = st.batchAfter, append(args, *after)
 		}
-		if err != nil {
-			return 0, false, err
+		if err := tx.QueryRow(ctx, query, args...).Scan(&n, &newest); err != nil {
+			return 0, false, nil, err
 		}
 		full = n >= int64(size)
-		if err := tx.Commit(ctx); err != nil {
-			return 0, false, fmt.Errorf("commit: %w", err)
-		}
-		if newest != nil {
-			*after = newest
-		}
-		return n, full, nil
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, false, fmt.Errorf("commit: %w", err)
+		return 0, false, nil, fmt.Errorf("commit: %w", err)
 	}
-	return n, full, nil
+	return n, full, newest, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
