@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,47 +97,35 @@ func reportProblems(stderr io.Writer, file string, err error) error {
 	return fmt.Errorf("policy check: %d problems in %s", len(problems), file)
 }
 
-// describePasses writes a sweep's passes on one line:
-// "read (notifications.read_at older than 30d, batched); …".
+// describePasses writes a sweep's passes on one line, every field of each (as the catalog
+// answer has them): "read (notifications.read_at older than 30d, batched); …".
 func describePasses(passes []sweep.Pass) string {
 	parts := make([]string, len(passes))
 	for i, p := range passes {
+		c := sweep.CatalogPass(p)
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s (%s.%s older than %s", p.Name, p.Table, p.AgeColumn, formatRetention(p.Retention))
-		if p.Where != "" {
-			b.WriteString(" where " + strings.Join(strings.Fields(p.Where), " "))
+		fmt.Fprintf(&b, "%s (%s.%s older than %s", c.Pass, c.Table, c.AgeColumn, sweep.FormatRetention(p.Retention))
+		if c.Where != "" {
+			b.WriteString(" where " + strings.Join(strings.Fields(c.Where), " "))
 		}
-		for _, g := range p.Guards {
-			fmt.Fprintf(&b, ", kept while %s.%s references it", g.Table, g.Column)
+		for _, g := range c.Guards {
+			fmt.Fprintf(&b, ", kept while %s.%s references its %s", g.Table, g.Column, g.References)
 		}
-		fmt.Fprintf(&b, ", %s", modeOrDefault(p.Mode))
-		if p.Function != "" {
-			fmt.Fprintf(&b, " calling %s", p.Function)
+		fmt.Fprintf(&b, ", %s", c.Mode)
+		if c.Function != "" {
+			fmt.Fprintf(&b, " calling %s(%s)", c.Function, cmp.Or(c.KeyColumn, "id"))
 		}
-		if p.AllowUnindexed {
+		if c.BatchSize > 0 {
+			fmt.Fprintf(&b, ", batch_size %d", c.BatchSize)
+		}
+		if c.MaxBatches > 0 {
+			fmt.Fprintf(&b, ", max_batches %d", c.MaxBatches)
+		}
+		if c.AllowUnindexed {
 			b.WriteString(", unindexed allowed")
 		}
 		b.WriteString(")")
 		parts[i] = b.String()
 	}
 	return strings.Join(parts, "; ")
-}
-
-func modeOrDefault(m sweep.Mode) sweep.Mode {
-	if m == "" {
-		return sweep.ModeBatched
-	}
-	return m
-}
-
-// formatRetention writes a window as a policy does: "30d", "48h".
-func formatRetention(d time.Duration) string {
-	const day = 24 * time.Hour
-	switch {
-	case d%day == 0:
-		return fmt.Sprintf("%dd", d/day)
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
 }

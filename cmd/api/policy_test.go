@@ -59,7 +59,7 @@ CREATE TABLE scratch (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL)
 		{name: "the bundled policy", args: []string{"check"}, env: env,
 			wantOut: []string{"catalog.yaml: OK: 9 sweeps, 12 passes, checked against the database\n",
 				"\n  notifications: read (notifications.read_at older than 30d where t.read_at IS NOT NULL, batched)\n",
-				"\n  account-erasure: requested (accounts.deletion_requested_at older than 30d where t.deleted_at IS NULL, per-row calling wipe_account)\n"}},
+				"\n  account-erasure: requested (accounts.deletion_requested_at older than 30d where t.deleted_at IS NULL, per-row calling wipe_account(id))\n"}},
 		{name: "a user's file", args: []string{"check", good}, env: env,
 			wantOut: []string{good + ": OK: 1 sweeps, 1 passes", "\n  expired-sessions: expired (sessions.expires_at older than 1d, batched)\n"}},
 		{name: "SWEEP_POLICY_FILE without an argument", args: []string{"check"},

@@ -24,6 +24,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // serveKey is a signing key of the length config.LoadAPI requires.
@@ -210,7 +211,7 @@ func TestServe(t *testing.T) {
 		for k, want := range map[string]int64{
 			"serverWriteTimeoutMs": 100_000, "internalFetchTimeoutMs": 110_000, "sweepDeadlineMs": 90_000,
 			"batchStatementTimeoutMs": 5000, "signatureMaxAgeMs": 60_000, "shutdownGraceMs": 15_000,
-			"leaseTtlMs": 180_000, "minBatchSize": minBatchSize, "maxBatchSize": maxBatchSize,
+			"leaseTtlMs": 180_000, "minBatchSize": adaptiveMinBatchSize, "maxBatchSize": adaptiveMaxBatchSize,
 		} {
 			if c.Bounds[k] != want {
 				t.Errorf("bounds.%s = %d, want %d", k, c.Bounds[k], want)
@@ -241,7 +242,7 @@ func TestServe(t *testing.T) {
 		}
 		var want []string
 		for _, sw := range sweep.Catalog() {
-			for _, o := range sweep.Outcomes() {
+			for _, o := range wire.Outcomes() {
 				want = append(want, fmt.Sprintf(`sweeprail_runs_total{outcome=%q,sweep=%q}`, o, sw.Name))
 			}
 			for _, p := range sw.Passes {
@@ -357,11 +358,11 @@ func TestServeBoundHolds(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("HTTP %d after %s, want 200: %s", status, took, body)
 	}
-	var res sweep.Result
+	var res wire.Result
 	if err := json.Unmarshal(body, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.StopReason != sweep.StopBudget || !res.Truncated || res.DurationMs < 1500 {
+	if res.StopReason != wire.StopBudget || !res.Truncated || res.DurationMs < 1500 {
 		t.Errorf("answer %s, want stopReason budget, truncated, after at least the 1500ms budget", body)
 	}
 	if took >= 2500*time.Millisecond {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // TestSIGTERM runs the real api binary, sends SIGTERM while a long sweep runs, and sees the run
@@ -119,11 +119,11 @@ func TestSIGTERM(t *testing.T) {
 			t.Fatalf("no answer: %v\n%s", r.err, logs)
 		}
 		t.Logf("answer %s after SIGTERM: HTTP %d %s", time.Since(signalled).Round(time.Millisecond), r.status, r.body)
-		var res sweep.Result
+		var res wire.Result
 		if err := json.Unmarshal(r.body, &res); err != nil {
 			t.Fatal(err)
 		}
-		if r.status != http.StatusOK || res.StopReason != sweep.StopShutdown || !res.Truncated {
+		if r.status != http.StatusOK || res.StopReason != wire.StopShutdown || !res.Truncated {
 			t.Errorf("HTTP %d %s, want 200 with stopReason shutdown and truncated", r.status, r.body)
 		}
 	case <-time.After(grace + 5*time.Second):

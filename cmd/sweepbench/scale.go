@@ -91,7 +91,10 @@ func (b *bench) engineSetup(size int) setupFunc {
 		}
 		var logs lockedBuffer
 		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		runner := sweep.NewRunner(pool, sweep.Catalog(), settings, logger, nil)
+		runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: logger})
+		if err != nil {
+			return nil, nil, err
+		}
 		run := func(ctx context.Context) (outcome, error) {
 			var o outcome
 			began := time.Now()

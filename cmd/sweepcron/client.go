@@ -14,6 +14,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/classify"
 	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/signing"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // maxBody caps what is read of one answer. A sweep answer or the catalog is a few KiB; a body
@@ -22,7 +23,7 @@ import (
 const maxBody = 4 << 20
 
 // catalogPath is the discovery route.
-const catalogPath = "/internal/sweeps"
+const catalogPath = wire.CatalogRoute
 
 // client makes the signed requests of one configuration.
 type client struct {

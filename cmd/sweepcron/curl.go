@@ -36,7 +36,7 @@ func (c *cli) curl(args []string, environ map[string]string) error {
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.dryRun, "dry-run", false, "ask for counts instead of deleting")
-	fs.IntVar(&o.batchSize, "batch-size", 0, "first batch size of each pass, 1–50000")
+	fs.IntVar(&o.batchSize, "batch-size", 0, fmt.Sprintf("first batch size of each pass, %d–%d", minBatchSize, maxBatchSize))
 	target, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -34,7 +34,10 @@ func realAPI(t *testing.T) (*pgxpool.Pool, *httptest.Server) {
 		BatchTarget: 100 * time.Millisecond, MaxBatches: 1000,
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runner := sweep.NewRunner(pool, sweep.Catalog(), settings, logger, nil)
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Runner: runner, Pool: pool,
 		Verifier: signing.NewVerifier([][]byte{[]byte(e2eKey)}, time.Minute, time.Now, 10000),

@@ -7,14 +7,16 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
-// The bounds of a request's batchSize, as the API checks them (DESIGN.md, BATCH_SIZE). Checking
-// here too turns a typo into a configuration error before any route is called, instead of one
-// 400 per route.
+// The bounds of a request's batchSize, as the API checks them (wire.MinRequestBatchSize..
+// wire.MaxRequestBatchSize). Checking here too turns a typo into a configuration error before any
+// route is called, instead of one 400 per route.
 const (
-	minBatchSize = 1
-	maxBatchSize = 50000
+	minBatchSize = wire.MinRequestBatchSize
+	maxBatchSize = wire.MaxRequestBatchSize
 )
 
 // options are the command line of a run.
@@ -52,7 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	only := fs.String("only", "", "comma-separated sweep `names` to call, in this order (default: every discovered sweep)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "ask every route for counts instead of deleting")
-	fs.IntVar(&o.batchSize, "batch-size", 0, "first batch size of each pass, 1–50000 (default: the server's BATCH_SIZE)")
+	fs.IntVar(&o.batchSize, "batch-size", 0, fmt.Sprintf("first batch size of each pass, %d–%d (default: the server's BATCH_SIZE)", minBatchSize, maxBatchSize))
 	fs.BoolVar(&o.json, "json", false, "print one JSON document per run on stdout instead of text")
 	fs.DurationVar(&o.every, "every", 0, "repeat at this `interval` until SIGINT/SIGTERM (e.g. 15m)")
 	if err := fs.Parse(args); err != nil {

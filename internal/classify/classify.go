@@ -31,6 +31,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // Category is the cron client's verdict on one route.
@@ -74,31 +76,17 @@ func (c Category) Failed() bool {
 }
 
 // StopReason is why a run or a pass stopped, as the API spells it.
-type StopReason string
+type StopReason = wire.StopReason
 
-// The stop reasons of DESIGN.md.
+// The stop reasons of the contract (package wire).
 const (
-	StopExhausted  StopReason = "exhausted"
-	StopBudget     StopReason = "budget"
-	StopBatchCap   StopReason = "batch-cap"
-	StopBatchError StopReason = "batch-error"
-	StopShutdown   StopReason = "shutdown"
-	StopLeaseHeld  StopReason = "lease-held"
+	StopExhausted  = wire.StopExhausted
+	StopBudget     = wire.StopBudget
+	StopBatchCap   = wire.StopBatchCap
+	StopBatchError = wire.StopBatchError
+	StopShutdown   = wire.StopShutdown
+	StopLeaseHeld  = wire.StopLeaseHeld
 )
-
-// known reports whether s is a stop reason of the contract.
-func (s StopReason) known() bool {
-	switch s {
-	case StopExhausted, StopBudget, StopBatchCap, StopBatchError, StopShutdown, StopLeaseHeld:
-		return true
-	}
-	return false
-}
-
-// truncates reports whether a run or pass that stopped for s left a backlog.
-func (s StopReason) truncates() bool {
-	return s == StopBudget || s == StopBatchCap || s == StopShutdown
-}
 
 // Input is the outcome of one HTTP exchange with a sweep route.
 type Input struct {
@@ -113,29 +101,13 @@ type Input struct {
 }
 
 // ErrorInfo is the answer's "error": the failure that stopped a pass with batch-error.
-type ErrorInfo struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Pass    string `json:"pass"`
-}
+type ErrorInfo = wire.ErrorInfo
 
 // Pass is one pass of a run answer.
-type Pass struct {
-	Pass       string     `json:"pass"`
-	Deleted    int64      `json:"deleted"`
-	BatchCount int        `json:"batchCount"`
-	StopReason StopReason `json:"stopReason"`
-}
+type Pass = wire.PassResult
 
 // DryRunPass is one pass of a dry-run answer.
-type DryRunPass struct {
-	Pass string `json:"pass"`
-	// Eligible is the exact count, nil when counting ran past the server's count timeout.
-	Eligible      *int64 `json:"eligible"`
-	Estimate      int64  `json:"estimate"`
-	CountTimedOut bool   `json:"countTimedOut"`
-	Indexed       bool   `json:"indexed"`
-}
+type DryRunPass = wire.DryRunPass
 
 // Answer is a parsed sweep answer: a run's, or a dry run's when DryRunPasses is set.
 type Answer struct {
@@ -248,11 +220,11 @@ func failedBatch(a *Answer) bool {
 // backlog reports whether any part of the answer says rows were left for the next tick, for the
 // same reason failedBatch reads every sign.
 func backlog(a *Answer) bool {
-	if a.Truncated || a.StopReason.truncates() {
+	if a.Truncated || a.StopReason.Truncates() {
 		return true
 	}
 	for _, p := range a.Passes {
-		if p.StopReason.truncates() {
+		if p.StopReason.Truncates() {
 			return true
 		}
 	}
@@ -333,14 +305,14 @@ func parse(body []byte) (*Answer, error) {
 	_, hasStop := keys["stopReason"]
 	switch {
 	case hasStop:
-		if !w.StopReason.known() {
+		if !w.StopReason.Known() {
 			return nil, fmt.Errorf("not a sweep answer: unknown stopReason %q", w.StopReason)
 		}
 		if err := decodePasses(w.Passes, &a.Passes); err != nil {
 			return nil, err
 		}
 		for _, p := range a.Passes {
-			if !p.StopReason.known() {
+			if !p.StopReason.Known() {
 				return nil, fmt.Errorf("not a sweep answer: pass %q has unknown stopReason %q", p.Pass, p.StopReason)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // Struct tags read by this package besides caarlos0/env's own:
@@ -39,8 +40,8 @@ const (
 	// size, below which the key rather than the MAC becomes the weak point.
 	minSigningKeyBytes = 32
 	// minBatchSize and maxBatchSize bound BATCH_SIZE, the same range a request's batchSize obeys.
-	minBatchSize = 1
-	maxBatchSize = 50000
+	minBatchSize = wire.MinRequestBatchSize
+	maxBatchSize = wire.MaxRequestBatchSize
 	// pgTimeoutResolution is PostgreSQL's unit for statement_timeout and lock_timeout: a shorter
 	// value rounds to 0, which PostgreSQL reads as "no timeout at all".
 	pgTimeoutResolution = time.Millisecond

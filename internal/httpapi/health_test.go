@@ -18,7 +18,15 @@ import (
 // probeServer serves NewServer over pool, for the routes that need no signature.
 func probeServer(t *testing.T, pool *pgxpool.Pool) *harness {
 	t.Helper()
-	runner := sweep.NewRunner(pool, sweep.Catalog(), defaultOptions().settings, slog.New(slog.DiscardHandler), nil)
+	// The runner needs a pool even where the server is given none; this one never connects.
+	runnerPool := pool
+	if runnerPool == nil {
+		runnerPool = newPool(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
+	}
+	runner, err := sweep.NewRunner(sweep.Config{Pool: runnerPool, Specs: sweep.Catalog(), Settings: defaultOptions().settings, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{Runner: runner, Pool: pool}))
 	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL}

@@ -131,7 +131,11 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h.runner = sweep.NewRunner(pool, specs, o.settings, logger, m)
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.runner = runner
 	var v *signing.Verifier
 	if o.keys != nil {
 		v = signing.NewVerifier(byteKeys(o.keys...), maxAge, time.Now, 1000)

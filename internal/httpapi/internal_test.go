@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // TestRecoverPanic: a panic before the answer began answers the 500 envelope and is logged; one
@@ -90,7 +92,7 @@ func FuzzDecodeSweepRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.BatchSize != 0 && (req.BatchSize < minRequestBatchSize || req.BatchSize > maxRequestBatchSize) {
+		if req.BatchSize != 0 && (req.BatchSize < wire.MinRequestBatchSize || req.BatchSize > wire.MaxRequestBatchSize) {
 			t.Fatalf("accepted batchSize %d", req.BatchSize)
 		}
 		if !json.Valid(body) && strings.Trim(string(body), " \t\r\n") != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // maxBodyBytes caps a request body. A sweep request is a few dozen bytes; the cap keeps the
@@ -96,7 +97,7 @@ func NewServer(deps Deps) http.Handler {
 // and pass, each outcome, each reason the signature check refuses for. metrics.New exports them
 // all at zero from boot.
 func MetricLabels(specs []sweep.Spec) metrics.Labels {
-	l := metrics.Labels{Outcomes: sweep.Outcomes()}
+	l := metrics.Labels{Outcomes: wire.Outcomes()}
 	for _, s := range specs {
 		ms := metrics.Sweep{Name: s.Name}
 		for _, p := range s.Passes {

@@ -38,7 +38,10 @@ func fuzzServer(f *testing.F) func() (http.Handler, *dbTrace) {
 	}
 	f.Cleanup(pool.Close)
 	logger := slog.New(slog.DiscardHandler)
-	runner := sweep.NewRunner(pool, sweep.Catalog(), defaultOptions().settings, logger, nil)
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: defaultOptions().settings, Logger: logger})
+	if err != nil {
+		f.Fatal(err)
+	}
 	return func() (http.Handler, *dbTrace) {
 		v := signing.NewVerifier(byteKeys(currentKey), maxAge, time.Now, 16)
 		return httpapi.NewServer(httpapi.Deps{Logger: logger, Runner: runner, Pool: pool, Verifier: v}), trace

@@ -14,12 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sweeprail/sweeprail/internal/sweep"
-)
-
-// The range of a request's batchSize, as DESIGN.md gives it.
-const (
-	minRequestBatchSize = 1
-	maxRequestBatchSize = 50000
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // sweepRequest is the body of POST /internal/sweep-<name>; both fields are optional.
@@ -162,9 +157,9 @@ func decodeSweepRequest(body []byte) (sweepRequest, error) {
 			}
 		case "batchSize":
 			n, err := strconv.Atoi(string(raw))
-			if err != nil || n < minRequestBatchSize || n > maxRequestBatchSize {
+			if err != nil || n < wire.MinRequestBatchSize || n > wire.MaxRequestBatchSize {
 				return req, badRequest("batchSize: want a whole number within %d..%d, got %s",
-					minRequestBatchSize, maxRequestBatchSize, clip(raw))
+					wire.MinRequestBatchSize, wire.MaxRequestBatchSize, clip(raw))
 			}
 			req.BatchSize = n
 		default:

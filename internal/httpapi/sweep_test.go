@@ -12,6 +12,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // TestBadBodies: after a valid signature, a body that is not exactly what the route takes is
@@ -98,7 +99,7 @@ func TestBadBodies(t *testing.T) {
 var resultKeys = []string{"batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "truncated"}
 
 // sweepAnswer decodes a sweep answer and checks it has exactly DESIGN.md's keys.
-func sweepAnswer(t *testing.T, a answer) sweep.Result {
+func sweepAnswer(t *testing.T, a answer) wire.Result {
 	t.Helper()
 	if ct := a.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", ct)
@@ -108,7 +109,7 @@ func sweepAnswer(t *testing.T, a answer) sweep.Result {
 	if got := keys(raw); !slices.Equal(got, resultKeys) {
 		t.Errorf("answer keys %v, want %v", got, resultKeys)
 	}
-	var res sweep.Result
+	var res wire.Result
 	decode(t, a, &res)
 	return res
 }
@@ -123,7 +124,7 @@ func TestSweep(t *testing.T) {
 		}
 		res := sweepAnswer(t, a)
 		if res.Sweep != "notifications" || res.RunID == "" || res.DryRun || res.Skipped || res.Deleted != 250 ||
-			res.Truncated || res.StopReason != sweep.StopExhausted || res.Error != nil || res.BatchCount < 2 {
+			res.Truncated || res.StopReason != wire.StopExhausted || res.Error != nil || res.BatchCount < 2 {
 			t.Errorf("answer %s", a.body)
 		}
 		if len(res.Passes) != 1 || res.Passes[0].Pass != "read" || res.Passes[0].Deleted != 250 {
@@ -167,7 +168,7 @@ INSERT INTO invoices SELECT id FROM e`)
 			t.Fatalf("HTTP %d, want 500: %s", a.status, a.body)
 		}
 		res := sweepAnswer(t, a)
-		if res.StopReason != sweep.StopBatchError || res.Error == nil || res.Error.Code != "23503" || res.Error.Pass != "dispatched" {
+		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "23503" || res.Error.Pass != "dispatched" {
 			t.Errorf("answer %s, want batch-error with error.code 23503 in pass dispatched", a.body)
 		}
 		if n := h.count(`SELECT count(*) FROM outbox_events`); n != 1 {
@@ -190,7 +191,7 @@ INSERT INTO invoices SELECT id FROM e`)
 		if got, want := keys(raw), []string{"dryRun", "passes", "sweep"}; !slices.Equal(got, want) {
 			t.Errorf("dry-run keys %v, want %v", got, want)
 		}
-		var res sweep.DryRunResult
+		var res wire.DryRunResult
 		decode(t, a, &res)
 		if !res.DryRun || res.Sweep != "notifications" || len(res.Passes) != 1 {
 			t.Fatalf("answer %s", a.body)
@@ -229,7 +230,7 @@ VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 			t.Fatalf("HTTP %d, want 200: %s", a.status, a.body)
 		}
 		res := sweepAnswer(t, a)
-		if !res.Skipped || res.StopReason != sweep.StopLeaseHeld || res.Deleted != 0 {
+		if !res.Skipped || res.StopReason != wire.StopLeaseHeld || res.Deleted != 0 {
 			t.Errorf("answer %s, want skipped lease-held", a.body)
 		}
 		if n := h.eligibleNotifications(); n != 5 {
@@ -362,9 +363,9 @@ func TestCatalog(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"notifications":   `{"pass":"read","table":"notifications","mode":"batched","ageColumn":"read_at","retention":"720h0m0s","retentionSeconds":2592000,"where":"t.read_at IS NOT NULL","guards":[]}`,
-		"outbox":          `{"pass":"dispatched","table":"outbox_events","mode":"batched","ageColumn":"dispatched_at","retention":"168h0m0s","retentionSeconds":604800,"where":"t.dispatched_at IS NOT NULL","guards":[{"table":"webhook_deliveries","column":"outbox_event_id","references":"id"}]}`,
-		"account-erasure": `{"pass":"requested","table":"accounts","mode":"per-row","ageColumn":"deletion_requested_at","retention":"720h0m0s","retentionSeconds":2592000,"where":"t.deleted_at IS NULL","guards":[],"function":"wipe_account","keyColumn":"id"}`,
+		"notifications":   `{"pass":"read","table":"notifications","mode":"batched","ageColumn":"read_at","retention":"720h0m0s","retentionSeconds":2592000,"where":"t.read_at IS NOT NULL","guards":[],"allowUnindexed":false}`,
+		"outbox":          `{"pass":"dispatched","table":"outbox_events","mode":"batched","ageColumn":"dispatched_at","retention":"168h0m0s","retentionSeconds":604800,"where":"t.dispatched_at IS NOT NULL","guards":[{"table":"webhook_deliveries","column":"outbox_event_id","references":"id"}],"allowUnindexed":false}`,
+		"account-erasure": `{"pass":"requested","table":"accounts","mode":"per-row","ageColumn":"deletion_requested_at","retention":"720h0m0s","retentionSeconds":2592000,"where":"t.deleted_at IS NULL","guards":[],"function":"wipe_account","keyColumn":"id","allowUnindexed":false}`,
 	}
 	for _, g := range got.Sweeps {
 		if w, ok := want[g.Name]; ok && string(g.Passes[0]) != w {

@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/signing"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // Keys of the length the API requires (32 bytes or more).
@@ -354,9 +354,9 @@ type answer struct {
 }
 
 // result decodes a sweep answer.
-func (a answer) result(t *testing.T) sweep.Result {
+func (a answer) result(t *testing.T) wire.Result {
 	t.Helper()
-	var r sweep.Result
+	var r wire.Result
 	if err := json.Unmarshal(a.body, &r); err != nil {
 		t.Fatalf("HTTP %d: not a sweep answer: %v\n%s", a.status, err, a.body)
 	}

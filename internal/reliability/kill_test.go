@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // TestKillMidSweep: kill -9 of the api in the middle of a sweep.
@@ -98,7 +98,7 @@ func TestKillMidSweep(t *testing.T) {
 			if a.err != nil || a.status != http.StatusOK {
 				t.Fatalf("HTTP %d %v: %s", a.status, a.err, a.body)
 			}
-			if res := a.result(t); !res.Skipped || res.StopReason != sweep.StopLeaseHeld || res.Deleted != 0 {
+			if res := a.result(t); !res.Skipped || res.StopReason != wire.StopLeaseHeld || res.Deleted != 0 {
 				t.Fatalf("answer %s, want skipped lease-held: the dead run's lease was not honoured", a.body)
 			}
 			if n := notificationsState(t, pool).eligible; n != afterKill.eligible {
@@ -122,7 +122,7 @@ func TestKillMidSweep(t *testing.T) {
 			t.Fatalf("HTTP %d %v: %s", a.status, a.err, a.body)
 		}
 		res := a.result(t)
-		if res.Skipped || res.StopReason != sweep.StopExhausted || res.Deleted != afterKill.eligible {
+		if res.Skipped || res.StopReason != wire.StopExhausted || res.Deleted != afterKill.eligible {
 			t.Errorf("answer %s, want exhausted with the %d rows left deleted", a.body, afterKill.eligible)
 		}
 		end := notificationsState(t, pool)

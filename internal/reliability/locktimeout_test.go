@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // TestLockTimeout: a batch blocked by another transaction's ACCESS EXCLUSIVE lock on its table
@@ -66,7 +66,7 @@ func TestLockTimeout(t *testing.T) {
 			t.Fatalf("HTTP %d %v: %s, want 500", a.status, a.err, a.body)
 		}
 		res := a.result(t)
-		if res.StopReason != sweep.StopBatchError || res.Error == nil || res.Error.Code != "55P03" || res.Error.Pass != "read" || res.Deleted != 0 {
+		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "55P03" || res.Error.Pass != "read" || res.Deleted != 0 {
 			t.Fatalf("answer %s, want batch-error with error.code 55P03 in pass read", a.body)
 		}
 		if a.took < lockTimeout || a.took >= statementTimeout {
@@ -126,7 +126,7 @@ WHERE pid = $1 AND relation = 'notifications'::regclass AND mode = 'AccessExclus
 		if a.err != nil || a.status != http.StatusOK {
 			t.Fatalf("HTTP %d %v: %s", a.status, a.err, a.body)
 		}
-		if res := a.result(t); res.StopReason != sweep.StopExhausted || res.Deleted != before.eligible {
+		if res := a.result(t); res.StopReason != wire.StopExhausted || res.Deleted != before.eligible {
 			t.Errorf("answer %s, want exhausted with %d deleted", a.body, before.eligible)
 		}
 		end, tokensEnd := notificationsState(t, pool), tokensState(t, pool)

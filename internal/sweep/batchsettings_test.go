@@ -29,7 +29,7 @@ func TestBatchSettings(t *testing.T) {
 		Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour,
 		Mode: sweep.ModePerRow, Function: "probe_settings",
 	}}}}
-	r := sweep.NewRunner(pool, specs, settings(), quietLogger(), nil)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings()})
 	if res := run(t, r, "probe"); res.Deleted != 1 || res.Error != nil {
 		t.Fatalf("deleted %d, error %+v; want 1 row", res.Deleted, res.Error)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/demo"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // TestCatalog runs every bundled sweep over rows labelled "del:" (must go) and "keep:" (must stay):
@@ -128,7 +129,7 @@ INSERT INTO idempotency_records (account_id, idempotency_key, request_hash, stat
 				t.Fatalf("fixture has %d del and %d keep rows", len(delBefore), len(keepBefore))
 			}
 
-			r := sweep.NewRunner(pool, sweep.Catalog(), settings(), quietLogger(), nil, fixedAsOf(at))
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 			res := run(t, r, tc.sweep)
 			delAfter, keepAfter := labels()
 			if len(delAfter) > 0 {
@@ -137,7 +138,7 @@ INSERT INTO idempotency_records (account_id, idempotency_key, request_hash, stat
 			if !slices.Equal(keepAfter, keepBefore) {
 				t.Errorf("kept rows = %v, want %v", keepAfter, keepBefore)
 			}
-			if res.Deleted != int64(len(delBefore)) || res.StopReason != sweep.StopExhausted || res.Truncated || res.Error != nil {
+			if res.Deleted != int64(len(delBefore)) || res.StopReason != wire.StopExhausted || res.Truncated || res.Error != nil {
 				t.Errorf("result = deleted %d, stop %s, truncated %v, error %+v; want deleted %d, exhausted",
 					res.Deleted, res.StopReason, res.Truncated, res.Error, len(delBefore))
 			}
@@ -166,7 +167,7 @@ func TestDemoSeed(t *testing.T) {
 	if warnings, err := sweep.DefaultPolicy().Check(ctx, pool); err != nil || len(warnings) > 0 {
 		t.Fatalf("the bundled policy fails its check on demo data: %v %v", err, warnings)
 	}
-	r := sweep.NewRunner(pool, sweep.Catalog(), settings(), quietLogger(), nil)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
 	for _, s := range sweep.Catalog() {
 		dr, err := r.DryRun(ctx, s.Name)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 var ctx = context.Background()
@@ -57,8 +58,22 @@ func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
 	return now
 }
 
-func fixedAsOf(at time.Time) sweep.Option {
-	return sweep.WithAsOf(func(context.Context) (time.Time, error) { return at, nil })
+func fixedAsOf(at time.Time) func(context.Context) (time.Time, error) {
+	return func(context.Context) (time.Time, error) { return at, nil }
+}
+
+// newRunner builds a runner from cfg, quiet unless cfg says otherwise, and fails the test if cfg
+// does not validate.
+func newRunner(t *testing.T, cfg sweep.Config) *sweep.Runner {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	r, err := sweep.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
@@ -88,7 +103,7 @@ func spec(t *testing.T, name string) sweep.Spec {
 	return sweep.Spec{}
 }
 
-func run(t *testing.T, r *sweep.Runner, name string) *sweep.Result {
+func run(t *testing.T, r *sweep.Runner, name string) *wire.Result {
 	t.Helper()
 	res, err := r.Run(ctx, name, sweep.Options{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 func TestRunMetrics(t *testing.T) {
@@ -24,11 +25,11 @@ func TestRunMetrics(t *testing.T) {
 		}
 		sweeps = append(sweeps, ms)
 	}
-	m, err := metrics.New(reg, metrics.Labels{Sweeps: sweeps, Outcomes: sweep.Outcomes()})
+	m, err := metrics.New(reg, metrics.Labels{Sweeps: sweeps, Outcomes: wire.Outcomes()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := sweep.NewRunner(pool, sweep.Catalog(), fixed(settings(), 1000), quietLogger(), m, fixedAsOf(at))
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), Metrics: m, AsOf: fixedAsOf(at)})
 	run(t, r, "notifications")
 	exec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 	run(t, r, "notifications")
@@ -82,7 +83,7 @@ func TestRunMetrics(t *testing.T) {
 	if ts := gather("sweeprail_last_success_timestamp_seconds", map[string]string{"sweep": "notifications"}); ts == 0 {
 		t.Error("last success not set after a successful run")
 	}
-	if n := testutil.CollectAndCount(reg, "sweeprail_runs_total"); n != len(sweeps)*len(sweep.Outcomes()) {
+	if n := testutil.CollectAndCount(reg, "sweeprail_runs_total"); n != len(sweeps)*len(wire.Outcomes()) {
 		t.Errorf("%d runs_total series, want every sweep x outcome", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // userSchema adds, next to the reference schema, tables such as a team adopting sweeprail has.
@@ -353,7 +354,7 @@ SELECT id, 'log' FROM j WHERE state = 'done' AND finished_at = $1::timestamptz -
 	if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
 		t.Fatalf("check: warnings %q, err %v", warnings, err)
 	}
-	r := sweep.NewRunner(pool, pol.Specs, settings(), quietLogger(), nil, fixedAsOf(at))
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
 
 	sessions := func() []string {
 		rows, err := pool.Query(ctx, "SELECT user_name FROM sessions ORDER BY user_name")
@@ -375,7 +376,7 @@ SELECT id, 'log' FROM j WHERE state = 'done' AND finished_at = $1::timestamptz -
 	if got, want := sessions(), []string{"keep:boundary", "keep:expired-1h", "keep:live"}; !slices.Equal(got, want) {
 		t.Errorf("sessions left = %v, want %v", got, want)
 	}
-	if res.Deleted != 2 || res.StopReason != sweep.StopExhausted || res.Error != nil {
+	if res.Deleted != 2 || res.StopReason != wire.StopExhausted || res.Error != nil {
 		t.Errorf("sessions run: deleted %d, stop %s, error %+v; want 2, exhausted", res.Deleted, res.StopReason, res.Error)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // poolAndURL returns a fresh database's pool and URL, for tests that open a second connection.
@@ -108,9 +109,9 @@ func TestIdempotencyRaces(t *testing.T) {
 		return pool, id
 	}
 	runSweep := func(pool *pgxpool.Pool, at time.Time) error {
-		r := sweep.NewRunner(pool, catalog, settings(), quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: catalog, Settings: settings(), AsOf: fixedAsOf(at)})
 		res, err := r.Run(ctx, "idempotency-records", sweep.Options{})
-		if err == nil && (res.Deleted != 0 || res.StopReason != sweep.StopExhausted) {
+		if err == nil && (res.Deleted != 0 || res.StopReason != wire.StopExhausted) {
 			t.Errorf("run: deleted %d, %s; want 0, exhausted", res.Deleted, res.StopReason)
 		}
 		return err
@@ -126,7 +127,7 @@ func TestIdempotencyRaces(t *testing.T) {
 	t.Run("claim completed while the delete waits: kept by both passes", func(t *testing.T) {
 		pool, id := raceWith(t, `UPDATE idempotency_records SET status = 'completed', completed_at = now() WHERE id = $1`, runSweep)
 		// Created long ago but completed just now: the completed pass keys on completion.
-		r := sweep.NewRunner(pool, catalog, settings(), quietLogger(), nil)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: catalog, Settings: settings()})
 		run(t, r, "idempotency-records")
 		if n := count(t, pool, `SELECT count(*) FROM idempotency_records WHERE id = $1`, id); n != 1 {
 			t.Fatal("a claim completed just now was deleted")
@@ -169,9 +170,9 @@ func TestAccountErasure(t *testing.T) {
 		// serialise them: what keeps the wipes single is SKIP LOCKED and wipe_account's guard.
 		pass := spec(t, "account-erasure").Passes[0]
 		specs := []sweep.Spec{{Name: "erasure-a", Passes: []sweep.Pass{pass}}, {Name: "erasure-b", Passes: []sweep.Pass{pass}}}
-		r := sweep.NewRunner(pool, specs, settings(), quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings(), AsOf: fixedAsOf(at)})
 		var wg sync.WaitGroup
-		results := make([]*sweep.Result, 2)
+		results := make([]*wire.Result, 2)
 		start := make(chan struct{})
 		for i, name := range []string{"erasure-a", "erasure-b"} {
 			wg.Add(1)
@@ -256,10 +257,9 @@ func TestAccountErasure(t *testing.T) {
 		clock := newFakeClock()
 		s := settings()
 		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithClock(clock.Now), sweep.WithSleep(func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }})
 		res := run(t, r, "account-erasure")
-		if res.StopReason != sweep.StopBudget || res.Deleted != 3 || !res.Truncated {
+		if res.StopReason != wire.StopBudget || res.Deleted != 3 || !res.Truncated {
 			t.Fatalf("got %s, %d wiped, truncated %v; want budget after 3 wipes", res.StopReason, res.Deleted, res.Truncated)
 		}
 		half := count(t, pool, `
@@ -292,9 +292,9 @@ func TestSkipLocked(t *testing.T) {
 	}
 	s := fixed(settings(), 10)
 	s.LockTimeout = 500 * time.Millisecond // were it to wait, it would fail fast with 55P03
-	r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at))
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at)})
 	res := run(t, r, "notifications")
-	if res.StopReason != sweep.StopExhausted || res.Deleted != 49 {
+	if res.StopReason != wire.StopExhausted || res.Deleted != 49 {
 		t.Fatalf("got %s, %d deleted (error %+v); want exhausted, 49: the held row skipped", res.StopReason, res.Deleted, res.Error)
 	}
 	if err := worker.Commit(ctx); err != nil {

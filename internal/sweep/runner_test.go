@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // seedNotifications inserts n read notifications past the 30-day cutoff of at, and keep fresh ones.
@@ -42,14 +44,14 @@ func TestRun(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 2500, 100)
-		r := sweep.NewRunner(pool, sweep.Catalog(), fixed(settings(), 1000), quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), AsOf: fixedAsOf(at)})
 		res := run(t, r, "notifications")
 		old, fresh := remaining(t, pool)
 		if old != 0 || fresh != 100 {
 			t.Fatalf("left %d old, %d fresh; want 0, 100", old, fresh)
 		}
 		// 1000, 1000, then 500: a short batch ends the pass without an empty round trip.
-		if res.Deleted != 2500 || res.BatchCount != 3 || res.StopReason != sweep.StopExhausted || res.Truncated {
+		if res.Deleted != 2500 || res.BatchCount != 3 || res.StopReason != wire.StopExhausted || res.Truncated {
 			t.Fatalf("got deleted %d in %d batches, %s, truncated %v; want 2500 in 3, exhausted",
 				res.Deleted, res.BatchCount, res.StopReason, res.Truncated)
 		}
@@ -64,8 +66,7 @@ func TestRun(t *testing.T) {
 		seedNotifications(t, pool, at, 250, 0)
 		s := settings()
 		s.MinBatchSize, s.MaxBatchSize = 1, 100
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithClock(func() time.Time { return time.Unix(0, 0) })) // every batch "takes" 0s: sizes may only grow
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: func() time.Time { return time.Unix(0, 0) }}) // every batch "takes" 0s: sizes may only grow
 		res, err := r.Run(ctx, "notifications", sweep.Options{BatchSize: 50})
 		if err != nil {
 			t.Fatal(err)
@@ -86,14 +87,13 @@ func TestRun(t *testing.T) {
 		s := fixed(settings(), 100)
 		s.Pause = time.Millisecond
 		inserted := false
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithSleep(func(context.Context, time.Duration) {
-				if !inserted {
-					inserted = true
-					exec(t, pool, `INSERT INTO notifications (account_id, kind, body, read_at)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
+			if !inserted {
+				inserted = true
+				exec(t, pool, `INSERT INTO notifications (account_id, kind, body, read_at)
 						VALUES ('00000000-0000-0000-0000-000000000001', 'mention', 'late', $1::timestamptz - interval '400 days')`, at)
-				}
-			}))
+			}
+		}})
 		res := run(t, r, "notifications")
 		if res.Deleted != 250 || count(t, pool, `SELECT count(*) FROM notifications WHERE body = 'late'`) != 1 {
 			t.Fatalf("first run deleted %d; want the 250 seeded and not the row older than its cursor", res.Deleted)
@@ -111,8 +111,7 @@ func TestRun(t *testing.T) {
 		s := settings()
 		s.BatchSize, s.MinBatchSize, s.BatchTarget = 1000, 100, 100*time.Millisecond
 		// Every reading of the clock moves it 500ms: each batch "takes" 500ms, five times the target.
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithClock(func() time.Time { clock.Advance(500 * time.Millisecond); return clock.Now() }))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: func() time.Time { clock.Advance(500 * time.Millisecond); return clock.Now() }})
 		res := run(t, r, "notifications")
 		// Halving at most per batch, floored at 100: 1000, 500, 250, 125, 100, then 25 of 100.
 		if res.Deleted != 2000 || res.BatchCount != 6 {
@@ -129,11 +128,10 @@ func TestRun(t *testing.T) {
 		clock := newFakeClock()
 		s := fixed(settings(), 1000)
 		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithClock(clock.Now), sweep.WithSleep(func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }})
 		res := run(t, r, "notifications")
 		old, fresh := remaining(t, pool)
-		if res.StopReason != sweep.StopBudget || !res.Truncated || res.BatchCount != 3 || res.Deleted != 3000 {
+		if res.StopReason != wire.StopBudget || !res.Truncated || res.BatchCount != 3 || res.Deleted != 3000 {
 			t.Fatalf("got %s, truncated %v, %d batches, %d deleted; want budget, truncated, 3 batches, 3000",
 				res.StopReason, res.Truncated, res.BatchCount, res.Deleted)
 		}
@@ -150,11 +148,10 @@ func TestRun(t *testing.T) {
 		s := fixed(settings(), 1000)
 		s.Deadline, s.Pause = 10*time.Second, 8*time.Second
 		var slept []time.Duration
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at), sweep.WithClock(clock.Now),
-			sweep.WithSleep(func(_ context.Context, d time.Duration) { slept = append(slept, d); clock.Advance(d) }))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(_ context.Context, d time.Duration) { slept = append(slept, d); clock.Advance(d) }})
 		res := run(t, r, "notifications")
 		// Batch at 0s, pause 8s, batch at 8s, pause cut to the 2s left, then the budget stops it.
-		if res.StopReason != sweep.StopBudget || res.BatchCount != 2 || len(slept) != 2 || slept[1] != 2*time.Second {
+		if res.StopReason != wire.StopBudget || res.BatchCount != 2 || len(slept) != 2 || slept[1] != 2*time.Second {
 			t.Fatalf("got %s after %d batches, pauses %v; want budget after 2 batches, pauses [8s 2s]", res.StopReason, res.BatchCount, slept)
 		}
 	})
@@ -165,10 +162,10 @@ func TestRun(t *testing.T) {
 		seedNotifications(t, pool, at, 5000, 10)
 		s := fixed(settings(), 1000)
 		s.MaxBatches = 2
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at)})
 		res := run(t, r, "notifications")
 		old, _ := remaining(t, pool)
-		if res.StopReason != sweep.StopBatchCap || !res.Truncated || res.BatchCount != 2 || old != 3000 {
+		if res.StopReason != wire.StopBatchCap || !res.Truncated || res.BatchCount != 2 || old != 3000 {
 			t.Fatalf("got %s, truncated %v, %d batches, %d old left; want batch-cap, truncated, 2, 3000",
 				res.StopReason, res.Truncated, res.BatchCount, old)
 		}
@@ -182,14 +179,13 @@ func TestRun(t *testing.T) {
 		defer cancel()
 		s := fixed(settings(), 1000)
 		s.Pause = time.Millisecond
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithSleep(func(context.Context, time.Duration) { cancel() })) // SIGTERM arrives after the first batch
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) { cancel() }}) // SIGTERM arrives after the first batch
 		res, err := r.Run(runCtx, "notifications", sweep.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		old, _ := remaining(t, pool)
-		if res.StopReason != sweep.StopShutdown || !res.Truncated || res.BatchCount != 1 || old != 4000 {
+		if res.StopReason != wire.StopShutdown || !res.Truncated || res.BatchCount != 1 || old != 4000 {
 			t.Fatalf("got %s, truncated %v, %d batches, %d old left; want shutdown, truncated, 1, 4000",
 				res.StopReason, res.Truncated, res.BatchCount, old)
 		}
@@ -203,10 +199,10 @@ func TestRun(t *testing.T) {
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 10, 0)
 		exec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
-		r := sweep.NewRunner(pool, sweep.Catalog(), settings(), quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		res := run(t, r, "notifications")
 		old, _ := remaining(t, pool)
-		if !res.Skipped || res.StopReason != sweep.StopLeaseHeld || res.Truncated || len(res.Passes) != 0 || old != 10 {
+		if !res.Skipped || res.StopReason != wire.StopLeaseHeld || res.Truncated || len(res.Passes) != 0 || old != 10 {
 			t.Fatalf("got skipped %v, %s, truncated %v, %d passes, %d old left; want skipped lease-held, nothing done",
 				res.Skipped, res.StopReason, res.Truncated, len(res.Passes), old)
 		}
@@ -224,15 +220,14 @@ func TestRun(t *testing.T) {
 		s := fixed(settings(), 100)
 		s.Deadline, s.Pause = 45*time.Second, time.Millisecond
 		var ttls []time.Duration
-		r := sweep.NewRunner(pool, sweep.Catalog(), s, quietLogger(), nil, fixedAsOf(at),
-			sweep.WithSleep(func(context.Context, time.Duration) {
-				var us int64
-				if err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM locked_until - locked_at) * 1e6)::bigint
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
+			var us int64
+			if err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM locked_until - locked_at) * 1e6)::bigint
 					FROM sweep_lock WHERE label = 'notifications'`).Scan(&us); err != nil {
-					t.Error(err)
-				}
-				ttls = append(ttls, time.Duration(us)*time.Microsecond)
-			}))
+				t.Error(err)
+			}
+			ttls = append(ttls, time.Duration(us)*time.Microsecond)
+		}})
 		run(t, r, "notifications")
 		if len(ttls) == 0 {
 			t.Fatal("no pause between batches")
@@ -245,9 +240,14 @@ func TestRun(t *testing.T) {
 	})
 
 	t.Run("unknown sweep", func(t *testing.T) {
-		r := sweep.NewRunner(nil, sweep.Catalog(), settings(), quietLogger(), nil)
-		if _, err := r.Run(ctx, "nope", sweep.Options{}); err == nil {
-			t.Fatal("unknown sweep ran")
+		pool, err := pgxpool.New(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
+		if _, err := r.Run(ctx, "nope", sweep.Options{}); !errors.Is(err, sweep.ErrUnknownSweep) {
+			t.Fatalf("unknown sweep: err = %v, want ErrUnknownSweep", err)
 		}
 	})
 }
@@ -265,10 +265,10 @@ INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, dispatched_
 SELECT 'order', 'e' || i, 'order.paid', $1::timestamptz - interval '30 days' + i * interval '1 minute'
 FROM generate_series(1, 6) i`, at)
 	exec(t, pool, `INSERT INTO invoices SELECT 1, id FROM outbox_events WHERE aggregate_id = 'e6'`)
-	r := sweep.NewRunner(pool, sweep.Catalog(), fixed(settings(), 2), quietLogger(), nil, fixedAsOf(at))
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 2), AsOf: fixedAsOf(at)})
 	res := run(t, r, "outbox")
 
-	if res.StopReason != sweep.StopBatchError || res.Truncated || !res.Failed() {
+	if res.StopReason != wire.StopBatchError || res.Truncated || !res.Failed() {
 		t.Fatalf("got %s, truncated %v; want batch-error, not truncated", res.StopReason, res.Truncated)
 	}
 	if res.Error == nil || res.Error.Code != "23503" || res.Error.Pass != "dispatched" {
@@ -292,7 +292,7 @@ func TestDryRun(t *testing.T) {
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 1234, 10)
 		exec(t, pool, `ANALYZE notifications`)
-		r := sweep.NewRunner(pool, sweep.Catalog(), settings(), quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		dr, err := r.DryRun(ctx, "notifications")
 		if err != nil {
 			t.Fatal(err)
@@ -317,7 +317,7 @@ func TestDryRun(t *testing.T) {
 			Where: "pg_sleep(0.05) IS NOT NULL", Retention: 30 * 24 * time.Hour}}}}
 		s := settings()
 		s.CountTimeout = 100 * time.Millisecond
-		r := sweep.NewRunner(pool, slow, s, quietLogger(), nil, fixedAsOf(at))
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: slow, Settings: s, AsOf: fixedAsOf(at)})
 		dr, err := r.DryRun(ctx, "slow")
 		if err != nil {
 			t.Fatal(err)
@@ -331,7 +331,7 @@ func TestDryRun(t *testing.T) {
 		pool := dbtest.Pool(t)
 		unindexed := []sweep.Spec{{Name: "by-created", Passes: []sweep.Pass{{Name: "all", Table: "notifications", AgeColumn: "created_at",
 			Retention: 30 * 24 * time.Hour}}}}
-		r := sweep.NewRunner(pool, unindexed, settings(), quietLogger(), nil)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: unindexed, Settings: settings()})
 		dr, err := r.DryRun(ctx, "by-created")
 		if err != nil {
 			t.Fatal(err)

@@ -1,16 +1,36 @@
 // Package sweep owns the retention engine: the specs of what to delete, the runner that deletes it
-// in bounded batches under one time budget, the dry-run counter, and the bundled catalog.
+// in bounded batches under one time budget, the dry-run counter, the policy loader and its checks
+// against the live schema, and the bundled catalog.
+//
+// Where things are:
+//
+//	sweep.go        the types: Spec, Pass, Guard, Mode, Settings, Options
+//	validate.go     validatePass, the one check of a pass's rules; Validate and WithRetention
+//	condition.go    the lexer of where conditions, and the partial-index predicate built from one
+//	policy.go       Policy, PolicyError, LoadPolicy (policy files and the bundled catalog.yaml)
+//	loader.go       the YAML walk behind LoadPolicy, with a line for every message
+//	schema.go       Policy.Check: the policy against the live schema, indexes included
+//	explain.go      EXPLAIN in a read-only transaction, and the readers of its plans
+//	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
+//	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
+//	sql.go          the statements of a pass
+//	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
+//
+// The answers the API serves are the types of package wire.
 package sweep
 
 import (
+	"cmp"
 	"errors"
 	"time"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // Mode says how a pass deletes its eligible rows.
 type Mode string
 
-// The pass modes of DESIGN.md.
+// The pass modes of docs/DESIGN.md.
 const (
 	// ModeBatched deletes in short transactions of at most a batch of rows each.
 	ModeBatched Mode = "batched"
@@ -19,53 +39,6 @@ const (
 	// ModePerRow calls a SQL function once per eligible key, each call in its own transaction.
 	ModePerRow Mode = "per-row"
 )
-
-// StopReason names why a pass or a run stopped.
-type StopReason string
-
-// The stop reasons, from least to most severe.
-const (
-	StopExhausted  StopReason = "exhausted"
-	StopBatchCap   StopReason = "batch-cap"
-	StopBudget     StopReason = "budget"
-	StopShutdown   StopReason = "shutdown"
-	StopBatchError StopReason = "batch-error"
-	StopLeaseHeld  StopReason = "lease-held"
-)
-
-// severity orders the stop reasons of passes for the run's top-level reason.
-func (s StopReason) severity() int {
-	switch s {
-	case StopExhausted:
-		return 0
-	case StopBatchCap:
-		return 1
-	case StopBudget:
-		return 2
-	case StopShutdown:
-		return 3
-	case StopBatchError:
-		return 4
-	}
-	return -1
-}
-
-// truncates reports whether a pass that stopped for this reason left a backlog for the next tick.
-func (s StopReason) truncates() bool {
-	return s == StopBudget || s == StopBatchCap || s == StopShutdown
-}
-
-// Outcomes lists every value of the runs metric's outcome label: each stop reason a run can end
-// with, and "skipped" for a run that found the lease held.
-func Outcomes() []string {
-	return []string{
-		string(StopExhausted), string(StopBatchCap), string(StopBudget),
-		string(StopShutdown), string(StopBatchError), OutcomeSkipped,
-	}
-}
-
-// OutcomeSkipped is the runs metric's outcome for a run that found its lease held.
-const OutcomeSkipped = "skipped"
 
 // ErrUnknownSweep is returned for a sweep name the catalog does not hold.
 var ErrUnknownSweep = errors.New("unknown sweep")
@@ -79,8 +52,9 @@ type Spec struct {
 // Guard keeps a row while another table still references it:
 // NOT EXISTS (SELECT 1 FROM <Table> WHERE <Table>.<Column> = t.<References>).
 type Guard struct {
-	Table      string `json:"table"`
-	Column     string `json:"column"`
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	// References is the swept table's column the guard column holds; "id" when empty.
 	References string `json:"references"`
 }
 
@@ -94,7 +68,8 @@ type Pass struct {
 	// Where is an extra SQL condition over the table's columns (unqualified, or qualified as t.col).
 	Where  string  `json:"where,omitempty"`
 	Guards []Guard `json:"guards,omitempty"`
-	Mode   Mode    `json:"mode"`
+	// Mode is how the pass deletes; empty means ModeBatched (normalized once, by normalize).
+	Mode Mode `json:"mode"`
 	// Function is called with the key of each eligible row in per-row mode.
 	Function string `json:"function,omitempty"`
 	// KeyColumn is the per-row key handed to Function; "id" when empty.
@@ -134,53 +109,17 @@ type Options struct {
 	BatchSize int
 }
 
-// ErrorInfo describes the failure that stopped a pass with batch-error.
-type ErrorInfo struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Pass    string `json:"pass"`
-}
-
-// PassResult is what one pass did in one run.
-type PassResult struct {
-	Pass       string     `json:"pass"`
-	Deleted    int64      `json:"deleted"`
-	BatchCount int        `json:"batchCount"`
-	StopReason StopReason `json:"stopReason"`
-}
-
-// Result is the answer of one run, as served by POST /internal/sweep-<name>.
-type Result struct {
-	Sweep      string       `json:"sweep"`
-	RunID      string       `json:"runId"`
-	DryRun     bool         `json:"dryRun"`
-	Skipped    bool         `json:"skipped"`
-	Deleted    int64        `json:"deleted"`
-	BatchCount int          `json:"batchCount"`
-	DurationMs int64        `json:"durationMs"`
-	Truncated  bool         `json:"truncated"`
-	StopReason StopReason   `json:"stopReason"`
-	Passes     []PassResult `json:"passes"`
-	Error      *ErrorInfo   `json:"error"`
-}
-
-// Failed reports whether the run stopped on a failed batch, which the API answers with 500.
-func (r *Result) Failed() bool { return r.StopReason == StopBatchError }
-
-// DryRunPass is one pass's count in a dry run.
-type DryRunPass struct {
-	Pass string `json:"pass"`
-	// Eligible is the exact count, nil when counting ran past the count timeout.
-	Eligible      *int64 `json:"eligible"`
-	Estimate      int64  `json:"estimate"`
-	CountTimedOut bool   `json:"countTimedOut"`
-	// Indexed reports whether the planner can serve the batch select from an index.
-	Indexed bool `json:"indexed"`
-}
-
-// DryRunResult is the answer of a dry run.
-type DryRunResult struct {
-	Sweep  string       `json:"sweep"`
-	DryRun bool         `json:"dryRun"`
-	Passes []DryRunPass `json:"passes"`
+// CatalogPass is p as the catalog answer and `api policy check` show it: every field of its
+// policy, so that a field added to Pass shows up in both at once.
+func CatalogPass(p Pass) wire.CatalogPass {
+	out := wire.CatalogPass{
+		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn,
+		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
+		Where: p.Where, Guards: []wire.CatalogGuard{}, Function: p.Function, KeyColumn: p.KeyColumn,
+		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, AllowUnindexed: p.AllowUnindexed,
+	}
+	for _, g := range p.Guards {
+		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id")})
+	}
+	return out
 }

@@ -3,10 +3,8 @@ package sweep
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,10 +20,8 @@ const (
 	// table's ROW EXCLUSIVE lock, as the DELETE would).
 	checkStatementTimeout = 10 * time.Second
 	checkLockTimeout      = 2 * time.Second
-	// checkBatchSize is the LIMIT the batch select is planned with: the default BATCH_SIZE.
-	checkBatchSize = 1000
-	// explainPrefix is what explain puts before a query; error positions count it.
-	explainPrefix = "EXPLAIN (FORMAT JSON) "
+	// checkPlanBatchSize is the LIMIT the batch select is planned with: the default BATCH_SIZE.
+	checkPlanBatchSize = 1000
 )
 
 // CheckPolicy checks specs against the live schema of pool's database; see Policy.Check. Its
@@ -60,7 +56,7 @@ func (p *Policy) Check(ctx context.Context, pool *pgxpool.Pool) (warnings []stri
 	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
 		return nil, fmt.Errorf("check policy: read database clock: %w", err)
 	}
-	for _, s := range p.Specs {
+	for _, s := range normalize(p.Specs) {
 		for _, ps := range s.Passes {
 			// The cutoff comes from the database clock, as a run's does; the plan hardly depends
 			// on it, but a realistic value keeps the planner's estimates honest.
@@ -115,52 +111,13 @@ func (c *checker) problem(sweep, pass, field, format string, args ...any) *Polic
 	return &PolicyError{File: c.pol.File, Line: c.pol.line(sweep, pass, field), Sweep: sweep, Pass: pass, Err: fmt.Errorf(format, args...)}
 }
 
-// static repeats the checks that need no database and that what follows relies on: Validate, the
-// shape of names, and the shape of each where condition, which must hold before any of it is
+// static runs the checks that need no database and that what follows relies on: validateSpecs,
+// which holds the shape of names and of each where condition, which must hold before any of it is
 // sent to the server. A loaded policy passed them all already; specs built in Go may not have.
 func (c *checker) static() []error {
-	if err := Validate(c.pol.Specs); err != nil {
-		return []error{&PolicyError{File: c.pol.File, Err: err}}
-	}
 	var errs []error
-	for _, s := range c.pol.Specs {
-		for _, p := range s.Passes {
-			add := func(field, format string, args ...any) {
-				errs = append(errs, c.problem(s.Name, p.Name, field, format, args...))
-			}
-			if err := checkRelationName(p.Table); err != nil {
-				add("table", "table %q: %v", p.Table, err)
-			}
-			if err := checkColumnName(p.AgeColumn); err != nil {
-				add("age_column", "age_column %q: %v", p.AgeColumn, err)
-			}
-			if p.KeyColumn != "" {
-				if err := checkColumnName(p.KeyColumn); err != nil {
-					add("key_column", "key_column %q: %v", p.KeyColumn, err)
-				}
-			}
-			if p.Function != "" {
-				if err := checkRelationName(p.Function); err != nil {
-					add("function", "function %q: %v", p.Function, err)
-				}
-			}
-			for i, g := range p.Guards {
-				field := fmt.Sprintf("guard.%d", i)
-				if err := checkRelationName(g.Table); err != nil {
-					add(field+".table", "keep guard table %q: %v", g.Table, err)
-				}
-				for _, col := range []string{g.Column, g.References} {
-					if err := checkColumnName(col); err != nil {
-						add(field, "keep guard column %q: %v", col, err)
-					}
-				}
-			}
-			if strings.TrimSpace(p.Where) != "" {
-				for _, problem := range checkCondition(p.Where) {
-					add("where", "where: %s", problem)
-				}
-			}
-		}
+	for _, pr := range validateSpecs(c.pol.Specs) {
+		errs = append(errs, c.problem(pr.sweep, pr.pass, pr.field, "%s", pr.msg))
 	}
 	return errs
 }
@@ -265,7 +222,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		return nil // a piece that failed would fail the whole statement too: say it once
 	}
 	st := buildStatements(p)
-	query, args, field := st.batch, []any{cutoff, checkBatchSize}, ""
+	query, args, field := st.batch, []any{cutoff, checkPlanBatchSize}, ""
 	switch p.Mode {
 	case ModeSingle:
 		query, args = st.single, []any{cutoff}
@@ -292,7 +249,7 @@ type unindexed struct{ what, fix string }
 // one can serve at all, so the answer does not depend on the table's size: the same on an empty
 // CI database as on production.
 func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
-	raw, err := c.explain(ctx, true, buildStatements(p).plan, cutoff, checkBatchSize)
+	raw, err := c.explain(ctx, true, buildStatements(p).plan, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return err
 	} else if pgErr != nil {
@@ -465,100 +422,6 @@ func (c *checker) explain(ctx context.Context, forceIndex bool, query string, ar
 	return explainJSON(ctx, c.pool, checkStatementTimeout, checkLockTimeout, forceIndex, query, args...)
 }
 
-// explainJSON plans query in a read-only transaction that is always rolled back, and returns the
-// plan as EXPLAIN (FORMAT JSON) gives it: EXPLAIN without ANALYZE executes nothing, and should
-// anything try, read-only refuses the write. forceIndex discourages sequential scans, so the
-// planner picks an index whenever one can serve at all, whatever the table's size.
-func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, forceIndex bool, query string, args ...any) ([]byte, error) {
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
-	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-		ms(statementTimeout), ms(lockTimeout)); err != nil {
-		return nil, fmt.Errorf("set timeouts: %w", err)
-	}
-	if forceIndex {
-		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-			return nil, fmt.Errorf("disable sequential scans: %w", err)
-		}
-	}
-	var raw []byte
-	err = tx.QueryRow(ctx, explainPrefix+query, args...).Scan(&raw)
-	return raw, err
-}
-
-// scanNode is the part of EXPLAIN (FORMAT JSON) that the index check reads.
-type scanNode struct {
-	NodeType  string     `json:"Node Type"`
-	Alias     string     `json:"Alias"`
-	IndexCond string     `json:"Index Cond"`
-	Plans     []scanNode `json:"Plans"`
-}
-
-// indexConditionOn reports whether the plan reads the relation aliased alias through an index
-// condition: an index or index-only scan with an Index Cond, or a bitmap heap scan whose index
-// scans all have one. An index scan without a condition is a full read of the index (the planner
-// picks one for a join's order when sequential scans are disabled), no better than a sequential
-// scan, and does not count.
-func indexConditionOn(raw []byte, alias string) (bool, error) {
-	var out []struct {
-		Plan scanNode `json:"Plan"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return false, err
-	}
-	if len(out) == 0 {
-		return false, errors.New("empty plan")
-	}
-	n, ok := findScan(out[0].Plan, alias)
-	if !ok {
-		return false, nil
-	}
-	switch n.NodeType {
-	case "Index Scan", "Index Only Scan":
-		return n.IndexCond != "", nil
-	case "Bitmap Heap Scan":
-		return len(n.Plans) > 0 && bitmapConditions(n.Plans), nil
-	}
-	return false, nil
-}
-
-// findScan returns the first scan of alias in the plan, depth first: the outer query's, since a
-// condition's subqueries come later in the tree than the relation they filter.
-func findScan(n scanNode, alias string) (scanNode, bool) {
-	if n.Alias == alias {
-		return n, true
-	}
-	for _, c := range n.Plans {
-		if s, ok := findScan(c, alias); ok {
-			return s, true
-		}
-	}
-	return scanNode{}, false
-}
-
-// bitmapConditions reports whether every leaf under a bitmap heap scan is an index scan with a
-// condition (BitmapAnd and BitmapOr combine them).
-func bitmapConditions(nodes []scanNode) bool {
-	for _, n := range nodes {
-		switch n.NodeType {
-		case "BitmapAnd", "BitmapOr":
-			if len(n.Plans) == 0 || !bitmapConditions(n.Plans) {
-				return false
-			}
-		case "Bitmap Index Scan":
-			if n.IndexCond == "" {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // leadingIndex reports whether table has a valid, non-partial index whose first column is column:
 // the index that turns each keep-guard lookup into a descent of the index.
 func (c *checker) leadingIndex(ctx context.Context, table, column string) (bool, error) {
@@ -655,55 +518,4 @@ func (c *checker) indexFor(ctx context.Context, table, column, where string) (st
 		stmt = "(a partial index matching more of the condition would be smaller; only its simple parts are shown) " + stmt
 	}
 	return stmt + ";", nil
-}
-
-var (
-	conditionWordRE = regexp.MustCompile(`(?i)\b(and|or|between)\b`)
-	// simpleConjunctRE matches a conjunct that can stand as written in an index predicate:
-	// a column (t.-qualified or not) IS [NOT] NULL, compared with =, <> or != to a literal, or
-	// [NOT] IN a list of literals.
-	simpleConjunctRE = regexp.MustCompile(`(?is)^(t\.)?([a-z_][a-z0-9_]*|"(?:[^"]|"")+")\s*` +
-		`(?:is\s+(?:not\s+)?null|(?:=|<>|!=)\s*` + literalRE + `|(?:not\s+)?in\s*\(\s*` + literalRE + `(?:\s*,\s*` + literalRE + `)*\s*\))$`)
-)
-
-const literalRE = `(?:'(?:[^'\\]|'')*'|-?[0-9]+(?:\.[0-9]+)?|true|false)`
-
-// partialPredicate returns the conjuncts of where that can stand in an index predicate, t.
-// prefixes dropped, and whether that is all of where. Only a top-level AND chain is split: a
-// top-level OR or a BETWEEN (whose own AND would be misread) gives up, since a wrong predicate
-// would make an index the query cannot use.
-func partialPredicate(where string) (pred string, complete bool) {
-	if strings.TrimSpace(where) == "" {
-		return "", true
-	}
-	depths, problems := scanCondition(where)
-	if len(problems) > 0 {
-		return "", false
-	}
-	var pieces []string
-	start := 0
-	for _, m := range conditionWordRE.FindAllStringIndex(where, -1) {
-		if depths[m[0]] != 0 {
-			continue
-		}
-		if !strings.EqualFold(where[m[0]:m[1]], "and") {
-			return "", false
-		}
-		pieces = append(pieces, where[start:m[0]])
-		start = m[1]
-	}
-	pieces = append(pieces, where[start:])
-	var kept []string
-	for _, piece := range pieces {
-		piece = strings.TrimSpace(piece)
-		m := simpleConjunctRE.FindStringSubmatchIndex(piece)
-		if m == nil {
-			continue
-		}
-		if m[2] >= 0 { // drop the alias: an index predicate names its table's columns bare
-			piece = piece[m[3]:]
-		}
-		kept = append(kept, piece)
-	}
-	return strings.Join(kept, " AND "), len(kept) == len(pieces)
 }

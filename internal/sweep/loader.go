@@ -1,0 +1,476 @@
+package sweep
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sweeprail/sweeprail/internal/config"
+)
+
+// loader walks the YAML tree by hand rather than decoding into structs: that is what gives every
+// message its line, and what lets unknown and duplicate keys be refused (yaml.v3's Node does not
+// refuse duplicates, and KnownFields would stop at the first problem).
+type loader struct {
+	pol  *Policy
+	errs []error
+}
+
+func (l *loader) fail(line int, sweep, pass string, err error) {
+	l.errs = append(l.errs, &PolicyError{File: l.pol.File, Line: line, Sweep: sweep, Pass: pass, Err: err})
+}
+
+func (l *loader) failf(line int, sweep, pass, format string, args ...any) {
+	l.fail(line, sweep, pass, fmt.Errorf(format, args...))
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parse returns the root node of data's single YAML document, or nil after recording why not.
+func (l *loader) parse(data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			l.failf(0, "", "", "the policy is empty: want a top-level sweeps: list")
+		} else {
+			l.yamlError(err, data)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		l.yamlError(err, data)
+		return nil
+	default:
+		// A second document would be silently ignored by a decoder that reads one: refuse it.
+		l.failf(extra.Line, "", "", "a second YAML document (---) starts here: a policy is one document; merge its sweeps into one sweeps: list")
+		return nil
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		l.failf(0, "", "", "the policy is empty: want a top-level sweeps: list")
+		return nil
+	}
+	return doc.Content[0]
+}
+
+// yamlParserProblems are the messages of yaml.v3's parser (as opposed to its scanner), whose
+// "line N" counts from 0 and points at the start of the construct the problem is in.
+const yamlParserProblems = "\x00did not find expected <stream-start>\x00did not find expected <document start>\x00found undefined tag handle" +
+	"\x00did not find expected node content\x00did not find expected '-' indicator\x00did not find expected key" +
+	"\x00did not find expected ',' or ']'\x00did not find expected ',' or '}'\x00found duplicate %YAML directive" +
+	"\x00found incompatible YAML document\x00found duplicate %TAG directive\x00"
+
+// yamlError records a syntax error with its line. yaml.v3 says "yaml: line N: msg", N counted
+// from 1 for scanner errors, from 0 for parser errors, and left out when it is 0; a tab in the
+// indentation is looked up, since its line is the one to fix.
+func (l *loader) yamlError(err error, data []byte) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	if strings.Contains(yamlParserProblems, "\x00"+msg+"\x00") {
+		line++
+	}
+	line = max(line, 1)
+	if strings.Contains(msg, "cannot start any token") || strings.Contains(msg, "tab character") {
+		for i, text := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimLeft(text, " "), "\t") {
+				l.failf(i+1, "", "", "malformed YAML: %s: a tab in the indentation; YAML indents with spaces only", msg)
+				return
+			}
+		}
+	}
+	l.failf(line, "", "", "malformed YAML: %s", msg)
+}
+
+func (l *loader) top(root *yaml.Node) {
+	if root.Kind != yaml.MappingNode {
+		l.failf(root.Line, "", "", "the top level is %s: want a mapping with a sweeps: list", describe(root))
+		return
+	}
+	f := l.fields(root, "", "", "the top level", keysTop)
+	sweeps, ok := f["sweeps"]
+	switch {
+	case !ok:
+		l.failf(root.Line, "", "", "no sweeps: key: want a top-level sweeps: list")
+		return
+	case sweeps.Kind != yaml.SequenceNode:
+		l.failf(sweeps.Line, "", "", "sweeps is %s: want a list of sweeps (- name: …)", describe(sweeps))
+		return
+	case len(sweeps.Content) == 0:
+		l.failf(sweeps.Line, "", "", "sweeps is empty: declare at least one sweep")
+		return
+	}
+	seen := map[string]int{}
+	for _, n := range sweeps.Content {
+		l.sweep(n, seen)
+	}
+}
+
+func (l *loader) sweep(n *yaml.Node, seen map[string]int) {
+	if n.Kind != yaml.MappingNode {
+		l.failf(n.Line, "", "", "a sweep is %s: want a mapping with name and passes", describe(n))
+		return
+	}
+	// The name first, so that every later message can say which sweep it is about.
+	f := l.fields(n, peekName(n), "", "a sweep", keysSweep)
+	name, ok, refused := l.str(f, "name", "", "")
+	if !ok && !refused {
+		l.failf(n.Line, "", "", "name is required")
+	}
+	first := false
+	if name != "" {
+		if msg := checkSweepName(name); msg != "" {
+			l.failf(f["name"].Line, name, "", "%s", msg)
+		}
+		if at, dup := seen[name]; dup {
+			l.failf(f["name"].Line, name, "", "the name is used twice (first at line %d): each sweep is its own route; rename one", at)
+		} else {
+			seen[name], first = f["name"].Line, true
+			l.pol.lines[fieldKey{name, "", ""}] = n.Line
+		}
+	}
+	spec := Spec{Name: name}
+	passes, hasPasses := f["passes"]
+	switch {
+	case !hasPasses:
+		l.failf(n.Line, name, "", "no passes: key: a sweep needs at least one pass")
+	case passes.Kind != yaml.SequenceNode:
+		l.failf(passes.Line, name, "", "passes is %s: want a list of passes (- name: …)", describe(passes))
+	case len(passes.Content) == 0:
+		l.failf(passes.Line, name, "", "passes is empty: a sweep needs at least one pass")
+	default:
+		passSeen := map[string]int{}
+		for _, pn := range passes.Content {
+			if p, ok := l.pass(pn, name, first, passSeen); ok {
+				spec.Passes = append(spec.Passes, p)
+			}
+		}
+	}
+	l.pol.Specs = append(l.pol.Specs, spec)
+}
+
+// pass reads one pass of sweep; record says whether its lines may be recorded (not for a
+// duplicate sweep, whose lines would overwrite the first's). The loader checks what only YAML can
+// say (types, presence, duplicates); the rules on the values are validatePass's, given each
+// field's line here.
+func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]int) (Pass, bool) {
+	if n.Kind != yaml.MappingNode {
+		l.failf(n.Line, sweep, "", "a pass is %s: want a mapping with name, table, age_column and retention", describe(n))
+		return Pass{}, false
+	}
+	before := len(l.errs)
+	f := l.fields(n, sweep, peekName(n), "a pass", keysPass)
+	// bad holds the fields already refused here, whose value validatePass would only misread.
+	bad := map[string]bool{}
+	str := func(key string) string {
+		s, ok, refused := l.str(f, key, sweep, peekName(n))
+		bad[key] = refused
+		if !ok {
+			return ""
+		}
+		return s
+	}
+	var p Pass
+	p.Name = str("name")
+	if _, ok := f["name"]; !ok {
+		l.failf(n.Line, sweep, "", "name is required")
+		bad["name"] = true
+	}
+	if at, dup := seen[p.Name]; dup && p.Name != "" {
+		l.failf(f["name"].Line, sweep, p.Name, "the name is used twice in this sweep (first at line %d); rename one", at)
+		record = false
+	} else if p.Name != "" {
+		seen[p.Name] = f["name"].Line
+	}
+	line := func(field string) int {
+		if v, ok := f[field]; ok {
+			return v.Line
+		}
+		return n.Line
+	}
+	if record {
+		l.pol.lines[fieldKey{sweep, p.Name, ""}] = n.Line
+		for k, v := range f {
+			l.pol.lines[fieldKey{sweep, p.Name, k}] = v.Line
+		}
+	}
+
+	p.Table = str("table")
+	p.AgeColumn = str("age_column")
+	if v, ok := f["retention"]; !ok {
+		l.failf(n.Line, sweep, p.Name, "retention is required (such as 30d or 48h): a window by default would be a guess")
+		bad["retention"] = true
+	} else if d, err := retention(v); err != nil {
+		l.failf(v.Line, sweep, p.Name, "%v", err)
+		bad["retention"] = true
+	} else {
+		p.Retention = d
+	}
+	p.Where = strings.TrimSpace(str("where"))
+	if g, ok := f["keep_while_referenced_by"]; ok {
+		p.Guards = l.guards(g, sweep, p.Name, record, bad)
+	}
+	p.Mode = ModeBatched
+	if m := str("mode"); m != "" {
+		p.Mode = Mode(m)
+	}
+	p.Function = str("function")
+	p.KeyColumn = str("key_column")
+	for _, key := range []string{"batch_size", "max_batches"} {
+		v, ok, refused := l.integer(f, key, sweep, p.Name)
+		bad[key] = refused
+		switch {
+		case !ok:
+		case v == 0:
+			// Zero is how a Pass says "the server's setting": validatePass would not see it.
+			check := checkBatchSize
+			if key == "max_batches" {
+				check = checkMaxBatches
+			}
+			if msg := check(cmp.Or(p.Mode, ModeBatched), 0); msg != "" {
+				l.failf(line(key), sweep, p.Name, "%s", msg)
+			}
+			bad[key] = true
+		case key == "batch_size":
+			p.BatchSize = v
+		default:
+			p.MaxBatches = v
+		}
+	}
+	if v, ok := f["allow_unindexed"]; ok {
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+			l.failf(v.Line, sweep, p.Name, "allow_unindexed is %s: want true or false", describe(v))
+		} else if err := v.Decode(&p.AllowUnindexed); err != nil {
+			l.failf(v.Line, sweep, p.Name, "allow_unindexed: %v", err)
+		}
+	}
+	for _, pr := range validatePass(p) {
+		if bad[pr.field] {
+			continue
+		}
+		lineOf := line(pr.field)
+		if strings.HasPrefix(pr.field, "guard.") {
+			if lineOf = l.pol.line(sweep, p.Name, pr.field); lineOf == 0 {
+				lineOf = n.Line
+			}
+		}
+		l.failf(lineOf, sweep, p.Name, "%s", pr.msg)
+	}
+	return p, len(l.errs) == before
+}
+
+// guards reads keep_while_referenced_by: a list of {table, column, references}. A guard field
+// refused for its type is marked in bad as "guard.<i>.<key>".
+func (l *loader) guards(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Guard {
+	if n.Kind != yaml.SequenceNode {
+		l.failf(n.Line, sweep, pass, "keep_while_referenced_by is %s: want a list of {table, column, references}", describe(n))
+		return nil
+	}
+	var out []Guard
+	for i, gn := range n.Content {
+		key := fmt.Sprintf("guard.%d", i)
+		if gn.Kind != yaml.MappingNode {
+			l.failf(gn.Line, sweep, pass, "a keep guard is %s: want a mapping with table, column and optionally references", describe(gn))
+			continue
+		}
+		f := l.fields(gn, sweep, pass, "a keep guard", keysGuard)
+		if record {
+			l.pol.lines[fieldKey{sweep, pass, key}] = gn.Line
+			for k, v := range f {
+				l.pol.lines[fieldKey{sweep, pass, key + "." + k}] = v.Line
+			}
+		}
+		g := Guard{References: "id"}
+		for _, k := range []string{"table", "column", "references"} {
+			s, ok, refused := l.str(f, k, sweep, pass)
+			bad[key+"."+k] = refused
+			if k != "references" && !ok && !refused {
+				l.failf(gn.Line, sweep, pass, "%s is required", k)
+				bad[key+"."+k] = true
+			}
+			switch {
+			case !ok:
+			case k == "table":
+				g.Table = s
+			case k == "column":
+				g.Column = s
+			default:
+				g.References = s
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// peekName returns the string value of n's name key, to label the messages about n's other keys,
+// which are read with it.
+func peekName(n *yaml.Node) string {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Value == "name" && v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// fields reads mapping n strictly: every key known, none given twice. It returns the value node of
+// each key present, aliases resolved.
+func (l *loader) fields(n *yaml.Node, sweep, pass, what, known string) map[string]*yaml.Node {
+	keys := strings.Fields(known)
+	out := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			l.failf(k.Line, sweep, pass, "a key of %s is %s: want one of %s", what, describe(k), strings.Join(keys, ", "))
+			continue
+		}
+		if !slices.Contains(keys, k.Value) {
+			msg := fmt.Sprintf("unknown key %q in %s", k.Value, what)
+			if k.Value == "<<" {
+				msg = fmt.Sprintf("merge keys (<<) are not supported in %s: write the keys out", what)
+			} else if s := closest(k.Value, keys); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			l.failf(k.Line, sweep, pass, "%s; the keys are: %s", msg, strings.Join(keys, ", "))
+			continue
+		}
+		if prev, dup := out[k.Value]; dup {
+			// Which of two values was meant is a guess we refuse to make.
+			l.failf(k.Line, sweep, pass, "key %q is given twice in %s (first at line %d): keep one", k.Value, what, prev.Line)
+			continue
+		}
+		// An alias stands for its anchored value, which is read (and checked) here as if written
+		// out: a list of keep guards shared by passes, say.
+		for v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
+		out[k.Value] = v
+	}
+	return out
+}
+
+// str reads the string field key of f: its value and whether it is there. A value of another
+// type (a number, a list, nothing) or an empty string is refused, not converted: refused says so.
+func (l *loader) str(f map[string]*yaml.Node, key, sweep, pass string) (s string, ok, refused bool) {
+	v, ok := f[key]
+	if !ok {
+		return "", false, false
+	}
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
+		l.failf(v.Line, sweep, pass, "%s is %s: want a string (quote it if it looks like another type)", key, describe(v))
+		return "", false, true
+	}
+	if strings.TrimSpace(v.Value) == "" {
+		l.failf(v.Line, sweep, pass, "%s is an empty string: give a value or remove the key", key)
+		return "", false, true
+	}
+	return v.Value, true, false
+}
+
+// integer reads the whole-number field key of f, as str reads a string.
+func (l *loader) integer(f map[string]*yaml.Node, key, sweep, pass string) (n int, ok, refused bool) {
+	v, ok := f[key]
+	if !ok {
+		return 0, false, false
+	}
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
+		l.failf(v.Line, sweep, pass, "%s is %s: want a whole number", key, describe(v))
+		return 0, false, true
+	}
+	if err := v.Decode(&n); err != nil {
+		l.failf(v.Line, sweep, pass, "%s %s: %v", key, v.Value, err)
+		return 0, false, true
+	}
+	return n, true, false
+}
+
+// retention reads a retention window: whole days ("30d") or a Go duration ("48h"). A bare 0 is a
+// YAML number, and is read as the zero window it means, for validatePass to refuse for what it is
+// rather than for its type.
+func retention(v *yaml.Node) (time.Duration, error) {
+	if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!str" && v.ShortTag() != "!!int" && v.ShortTag() != "!!float") {
+		return 0, fmt.Errorf("retention is %s: want a window such as 30d or 48h", describe(v))
+	}
+	d, err := config.ParseDays(v.Value)
+	if err != nil {
+		return 0, fmt.Errorf("retention: %w", err)
+	}
+	return d, nil
+}
+
+// describe names a node's type for a message: "a number (5)", "a list", "empty".
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias (*" + n.Value + ")"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "empty"
+		case "!!int", "!!float":
+			return fmt.Sprintf("a number (%s)", n.Value)
+		case "!!bool":
+			return fmt.Sprintf("a boolean (%s)", n.Value)
+		case "!!str":
+			return fmt.Sprintf("a string (%q)", n.Value)
+		}
+		return fmt.Sprintf("a %s (%s)", n.ShortTag(), n.Value)
+	}
+	return "not a value"
+}
+
+// closest returns the known key nearest to key, for "did you mean": same words ignoring case and
+// underscores (ageColumn), or at most two edits away (age_colum).
+func closest(key string, known []string) string {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }
+	best, bestDist := "", 3
+	for _, k := range known {
+		if norm(k) == norm(key) {
+			return k
+		}
+		if d := editDistance(key, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,329 @@
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
+)
+
+// MinRetention is the floor below which a retention is refused: a window that short would delete
+// live data, and is far more likely a typo ("5m" for "5d") than a wish.
+const MinRetention = time.Hour
+
+const day = 24 * time.Hour
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// problem is one broken rule: the policy field it is about ("" for the pass or sweep itself;
+// "guard.<i>" and "guard.<i>.<key>" for keep guards), so that the loader and the schema check can
+// put the field's line in front of it, and what is wrong, with what to do about it.
+type problem struct {
+	sweep, pass, field string
+	msg                string
+}
+
+// validatePass is the one check of a pass's own rules, shared by LoadPolicy (which adds lines),
+// Validate (specs built in Go, retention overrides) and Policy.Check. A pass field's rules live
+// here and nowhere else. It reports every problem at once; sweep and pass are left for the caller.
+func validatePass(p Pass) []problem {
+	var out []problem
+	add := func(field, format string, args ...any) {
+		out = append(out, problem{field: field, msg: fmt.Sprintf(format, args...)})
+	}
+	if !nameRE.MatchString(p.Name) {
+		add("name", "the name must be lower-case letters, digits and single dashes, such as expired: it labels metrics and answers")
+	}
+	if p.Table == "" {
+		add("table", "table is required")
+	} else if err := checkRelationName(p.Table); err != nil {
+		add("table", "table %q: %v", p.Table, err)
+	}
+	if p.AgeColumn == "" {
+		add("age_column", "age_column is required")
+	} else if err := checkColumnName(p.AgeColumn); err != nil {
+		add("age_column", "age_column %q: %v", p.AgeColumn, err)
+	}
+	if msg := checkRetention(p.Retention); msg != "" {
+		add("retention", "%s", msg)
+	}
+	if strings.TrimSpace(p.Where) != "" {
+		for _, problem := range checkCondition(p.Where) {
+			add("where", "where: %s", problem)
+		}
+	}
+	for i, g := range p.Guards {
+		field := fmt.Sprintf("guard.%d", i)
+		if err := checkRelationName(g.Table); err != nil {
+			add(field+".table", "keep guard table %q: %v", g.Table, err)
+		}
+		if err := checkColumnName(g.Column); err != nil {
+			add(field+".column", "keep guard column %q: %v", g.Column, err)
+		}
+		if g.References != "" {
+			if err := checkColumnName(g.References); err != nil {
+				add(field+".references", "keep guard references %q: %v", g.References, err)
+			}
+		}
+	}
+	mode := p.Mode
+	switch mode {
+	case "":
+		mode = ModeBatched
+	case ModeBatched, ModeSingle, ModePerRow:
+	default:
+		add("mode", "unknown mode %q: want batched (the default), single or per-row", p.Mode)
+		return out // the rules below depend on the mode
+	}
+	if p.Function != "" {
+		if err := checkRelationName(p.Function); err != nil {
+			add("function", "function %q: %v", p.Function, err)
+		}
+	}
+	if p.KeyColumn != "" {
+		if err := checkColumnName(p.KeyColumn); err != nil {
+			add("key_column", "key_column %q: %v", p.KeyColumn, err)
+		}
+	}
+	switch {
+	case mode == ModePerRow && p.Function == "":
+		add("mode", "mode per-row needs a function: the SQL function called once per eligible row with its key_column (default id)")
+	case mode != ModePerRow && p.Function != "":
+		add("function", "function is only for mode per-row (this pass is %s): set mode: per-row, or remove function", mode)
+	case mode != ModePerRow && p.KeyColumn != "":
+		add("key_column", "key_column is only for mode per-row (this pass is %s): remove it", mode)
+	}
+	if p.BatchSize != 0 {
+		if msg := checkBatchSize(mode, p.BatchSize); msg != "" {
+			add("batch_size", "%s", msg)
+		}
+	}
+	if p.MaxBatches != 0 {
+		if msg := checkMaxBatches(mode, p.MaxBatches); msg != "" {
+			add("max_batches", "%s", msg)
+		}
+	}
+	return out
+}
+
+// checkBatchSize says why a pass's batch_size is refused, or "" when it is not. In a Pass, 0
+// means "the server's setting"; the loader asks about a batch_size written as 0 too.
+func checkBatchSize(mode Mode, v int) string {
+	switch {
+	case mode != ModeBatched:
+		return fmt.Sprintf("batch_size has no effect in mode %s (%s): remove it", mode, modeBatching(mode))
+	case v < wire.MinRequestBatchSize || v > wire.MaxRequestBatchSize:
+		return fmt.Sprintf("batch_size %d is out of range: want %d to %d, or leave it out for the server's BATCH_SIZE",
+			v, wire.MinRequestBatchSize, wire.MaxRequestBatchSize)
+	}
+	return ""
+}
+
+// checkMaxBatches says why a pass's max_batches is refused, or "" when it is not, as checkBatchSize.
+func checkMaxBatches(mode Mode, v int) string {
+	switch {
+	case mode == ModeSingle:
+		return fmt.Sprintf("max_batches has no effect in mode single (%s): remove it", modeBatching(mode))
+	case v < 1:
+		return fmt.Sprintf("max_batches %d must be at least 1, or leave it out for the server's MAX_BATCHES", v)
+	}
+	return ""
+}
+
+func modeBatching(m Mode) string {
+	if m == ModeSingle {
+		return "one statement deletes every eligible row"
+	}
+	return "one row per call; max_batches caps the calls"
+}
+
+// checkRetention says why a retention window is refused, or "" when it is not.
+func checkRetention(d time.Duration) string {
+	floor := "the floor of " + formatDuration(MinRetention)
+	switch {
+	case d == 0:
+		return fmt.Sprintf("retention 0 is below %s: a zero window makes every row eligible and would delete live data", floor)
+	case d < 0:
+		return fmt.Sprintf("retention %s is below %s: a negative window puts the cutoff in the future and would delete live data", formatDuration(d), floor)
+	case d < MinRetention:
+		hint := "write a longer window"
+		if d%time.Minute == 0 {
+			hint = fmt.Sprintf("did you mean %dd?", d/time.Minute)
+		}
+		return fmt.Sprintf("retention %s is below %s: a window that short would delete live data; %s", formatDuration(d), floor, hint)
+	}
+	return ""
+}
+
+// checkSweepName says why a sweep name is refused, or "" when it is not.
+func checkSweepName(name string) string {
+	if nameRE.MatchString(name) {
+		return ""
+	}
+	return "the name must be lower-case letters, digits and single dashes, such as expired-sessions: it is the route POST /internal/sweep-<name>"
+}
+
+// validateSpecs checks specs whole: each sweep's name and passes, names unique, and every pass by
+// validatePass. Problems come in spec order.
+func validateSpecs(specs []Spec) []problem {
+	var out []problem
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if msg := checkSweepName(s.Name); msg != "" {
+			out = append(out, problem{sweep: s.Name, field: "name", msg: msg})
+		}
+		if seen[s.Name] {
+			out = append(out, problem{sweep: s.Name, field: "name", msg: "the name is used twice: each sweep is its own route; rename one"})
+		}
+		seen[s.Name] = true
+		if len(s.Passes) == 0 {
+			out = append(out, problem{sweep: s.Name, msg: "no passes: a sweep needs at least one pass"})
+		}
+		passSeen := map[string]bool{}
+		for _, p := range s.Passes {
+			if passSeen[p.Name] {
+				out = append(out, problem{sweep: s.Name, pass: p.Name, field: "name", msg: "the name is used twice in this sweep; rename one"})
+			}
+			passSeen[p.Name] = true
+			for _, pr := range validatePass(p) {
+				pr.sweep, pr.pass = s.Name, p.Name
+				out = append(out, pr)
+			}
+		}
+	}
+	return out
+}
+
+// Validate checks specs for what would make a sweep unsafe or unservable: names that are not
+// URL-safe or not unique, a retention below MinRetention, a missing table or age column, fields
+// that do not fit the pass's mode, a where condition that is not one boolean expression. It
+// reports every problem at once, each a *PolicyError without a file.
+func Validate(specs []Spec) error {
+	var errs []error
+	for _, pr := range validateSpecs(specs) {
+		errs = append(errs, &PolicyError{Sweep: pr.sweep, Pass: pr.pass, Err: errors.New(pr.msg)})
+	}
+	return errors.Join(errs...)
+}
+
+// normalize returns a copy of specs with the defaults spelled out: an empty mode is batched, a
+// keep guard's empty references is id. Everything downstream (the statements, the catalog answer,
+// the policy check) reads the normalized form, so the defaults live here alone.
+func normalize(specs []Spec) []Spec {
+	out := make([]Spec, len(specs))
+	for i, s := range specs {
+		out[i] = Spec{Name: s.Name, Passes: slices.Clone(s.Passes)}
+		for j := range out[i].Passes {
+			p := &out[i].Passes[j]
+			if p.Mode == "" {
+				p.Mode = ModeBatched
+			}
+			p.Guards = slices.Clone(p.Guards)
+			for k := range p.Guards {
+				if p.Guards[k].References == "" {
+					p.Guards[k].References = "id"
+				}
+			}
+		}
+	}
+	return out
+}
+
+// WithRetention returns a copy of specs with the retentions of overrides, keyed "<sweep>.<pass>",
+// and validates the result. An override naming no pass is an error, not ignored: a typo there
+// would silently keep the default window.
+func WithRetention(specs []Spec, overrides map[string]time.Duration) ([]Spec, error) {
+	out := normalize(specs)
+	used := map[string]bool{}
+	for i, s := range out {
+		for j := range s.Passes {
+			key := s.Name + "." + s.Passes[j].Name
+			if d, ok := overrides[key]; ok {
+				out[i].Passes[j].Retention = d
+				used[key] = true
+			}
+		}
+	}
+	var errs []error
+	for key := range overrides {
+		if !used[key] {
+			errs = append(errs, fmt.Errorf("retention override %q names no pass (want <sweep>.<pass>, one of: %s)", key, strings.Join(passKeys(specs), ", ")))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if err := Validate(out); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func passKeys(specs []Spec) []string {
+	var keys []string
+	for _, s := range specs {
+		for _, p := range s.Passes {
+			keys = append(keys, s.Name+"."+p.Name)
+		}
+	}
+	return keys
+}
+
+// FormatRetention writes a retention window as a policy would: "30d", "48h", "5m", "90s", "0".
+func FormatRetention(d time.Duration) string { return formatDuration(d) }
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d%day == 0:
+		return fmt.Sprintf("%dd", d/day)
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
+// checkRelationName checks a table or function name: name or schema.name. Each part is quoted
+// as written (pgx.Identifier), so it is case-sensitive and may not hold quotes of its own.
+func checkRelationName(s string) error {
+	parts := strings.Split(s, ".")
+	if len(parts) > 2 {
+		return errors.New("want name or schema.name")
+	}
+	for _, p := range parts {
+		if err := checkIdentifier(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkColumnName(s string) error {
+	if strings.Contains(s, ".") {
+		return errors.New("name the column alone, without a table, schema or alias")
+	}
+	return checkIdentifier(s)
+}
+
+func checkIdentifier(s string) error {
+	switch {
+	case s == "" || strings.TrimSpace(s) != s:
+		return errors.New("an empty name, or blanks around it: want name or schema.name")
+	case strings.ContainsRune(s, '"'):
+		return errors.New(`write the name without quotes: sweeprail quotes every identifier itself, exactly as written (so it is case-sensitive)`)
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return errors.New("the name holds a control character")
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+// Package wire is the JSON contract between the API and its callers: the answer of a sweep route
+// and of its dry run, the stop reasons and their order, the catalog of GET /internal/sweeps with
+// its bounds, and the range of a request's batchSize. The API encodes these types and sweepcron
+// decodes them, so the two cannot drift apart.
+//
+// It imports nothing but the standard library: sweepcron links it, and must not link the engine
+// (pgx). docs/DESIGN.md describes every field.
+package wire
+
+import "slices"
+
+// Routes of the signed rail.
+const (
+	// SweepRoutePrefix prefixes a sweep's name in its route: POST /internal/sweep-<name>.
+	SweepRoutePrefix = "/internal/sweep-"
+	// CatalogRoute lists the sweeps and the server's bounds.
+	CatalogRoute = "/internal/sweeps"
+)
+
+// The range of a request's batchSize. A pass's batch_size in a policy obeys the same range.
+const (
+	MinRequestBatchSize = 1
+	MaxRequestBatchSize = 50000
+)
+
+// StopReason names why a pass or a run stopped.
+type StopReason string
+
+// The stop reasons, from least to most severe (lease-held stands apart: a run that found the
+// lease held ran no pass).
+const (
+	StopExhausted  StopReason = "exhausted"
+	StopBatchCap   StopReason = "batch-cap"
+	StopBudget     StopReason = "budget"
+	StopShutdown   StopReason = "shutdown"
+	StopBatchError StopReason = "batch-error"
+	StopLeaseHeld  StopReason = "lease-held"
+)
+
+// stopOrder is every stop reason, least severe first.
+var stopOrder = []StopReason{StopExhausted, StopBatchCap, StopBudget, StopShutdown, StopBatchError, StopLeaseHeld}
+
+// StopReasons returns every stop reason, least severe first.
+func StopReasons() []StopReason { return slices.Clone(stopOrder) }
+
+// Known reports whether s is a stop reason of the contract.
+func (s StopReason) Known() bool { return slices.Contains(stopOrder, s) }
+
+// Severity orders the stop reasons of passes: a run's stopReason is the most severe of its
+// passes'. It is -1 for an unknown reason.
+func (s StopReason) Severity() int { return slices.Index(stopOrder, s) }
+
+// Truncates reports whether a pass or run that stopped for s left a backlog for the next tick.
+func (s StopReason) Truncates() bool {
+	return s == StopBudget || s == StopBatchCap || s == StopShutdown
+}
+
+// OutcomeSkipped is the runs metric's outcome for a run that found its lease held.
+const OutcomeSkipped = "skipped"
+
+// Outcomes lists every value of the runs metric's outcome label: each stop reason a run can end
+// with, and "skipped" for a run that found the lease held.
+func Outcomes() []string {
+	return []string{
+		string(StopExhausted), string(StopBatchCap), string(StopBudget),
+		string(StopShutdown), string(StopBatchError), OutcomeSkipped,
+	}
+}
+
+// ErrorInfo describes the failure that stopped a pass with batch-error.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Pass    string `json:"pass"`
+}
+
+// PassResult is what one pass did in one run.
+type PassResult struct {
+	Pass       string     `json:"pass"`
+	Deleted    int64      `json:"deleted"`
+	BatchCount int        `json:"batchCount"`
+	StopReason StopReason `json:"stopReason"`
+}
+
+// Result is the answer of one run of POST /internal/sweep-<name>.
+type Result struct {
+	Sweep      string       `json:"sweep"`
+	RunID      string       `json:"runId"`
+	DryRun     bool         `json:"dryRun"`
+	Skipped    bool         `json:"skipped"`
+	Deleted    int64        `json:"deleted"`
+	BatchCount int          `json:"batchCount"`
+	DurationMs int64        `json:"durationMs"`
+	Truncated  bool         `json:"truncated"`
+	StopReason StopReason   `json:"stopReason"`
+	Passes     []PassResult `json:"passes"`
+	Error      *ErrorInfo   `json:"error"`
+}
+
+// Failed reports whether the run stopped on a failed batch, which the API answers with 500.
+func (r *Result) Failed() bool { return r.StopReason == StopBatchError }
+
+// DryRunPass is one pass's count in a dry run.
+type DryRunPass struct {
+	Pass string `json:"pass"`
+	// Eligible is the exact count, nil when counting ran past the count timeout.
+	Eligible      *int64 `json:"eligible"`
+	Estimate      int64  `json:"estimate"`
+	CountTimedOut bool   `json:"countTimedOut"`
+	// Indexed reports whether an index can serve the batch select.
+	Indexed bool `json:"indexed"`
+}
+
+// DryRunResult is the answer of a dry run. It has no stopReason: that is how a caller tells it
+// from a run's answer.
+type DryRunResult struct {
+	Sweep  string       `json:"sweep"`
+	DryRun bool         `json:"dryRun"`
+	Passes []DryRunPass `json:"passes"`
+}
+
+// Catalog is the answer of GET /internal/sweeps. The cron client relies on sweeps[].name,
+// sweeps[].route and bounds.serverWriteTimeoutMs; the rest is for operators.
+type Catalog struct {
+	Sweeps []CatalogSweep `json:"sweeps"`
+	Bounds Bounds         `json:"bounds"`
+}
+
+// CatalogSweep is one sweep of the catalog and the route that runs it.
+type CatalogSweep struct {
+	Name   string        `json:"name"`
+	Route  string        `json:"route"`
+	Passes []CatalogPass `json:"passes"`
+}
+
+// CatalogPass is one pass of a sweep, every field of its policy.
+type CatalogPass struct {
+	Pass      string `json:"pass"`
+	Table     string `json:"table"`
+	Mode      string `json:"mode"`
+	AgeColumn string `json:"ageColumn"`
+	// Retention is a Go duration ("720h0m0s"); RetentionSeconds the same as a number.
+	Retention        string         `json:"retention"`
+	RetentionSeconds int64          `json:"retentionSeconds"`
+	Where            string         `json:"where"`
+	Guards           []CatalogGuard `json:"guards"`
+	Function         string         `json:"function,omitempty"`
+	KeyColumn        string         `json:"keyColumn,omitempty"`
+	BatchSize        int            `json:"batchSize,omitempty"`
+	MaxBatches       int            `json:"maxBatches,omitempty"`
+	AllowUnindexed   bool           `json:"allowUnindexed"`
+}
+
+// CatalogGuard is a keep guard: a row stays while <table>.<column> references its <references>.
+type CatalogGuard struct {
+	Table      string `json:"table"`
+	Column     string `json:"column"`
+	References string `json:"references"`
+}
+
+// Bounds is every time and size bound of a run on the server, durations in milliseconds.
+type Bounds struct {
+	ServerWriteTimeoutMs    int64 `json:"serverWriteTimeoutMs"`
+	SweepDeadlineMs         int64 `json:"sweepDeadlineMs"`
+	BatchStatementTimeoutMs int64 `json:"batchStatementTimeoutMs"`
+	BatchLockTimeoutMs      int64 `json:"batchLockTimeoutMs"`
+	CountTimeoutMs          int64 `json:"countTimeoutMs"`
+	SignatureMaxAgeMs       int64 `json:"signatureMaxAgeMs"`
+	InternalFetchTimeoutMs  int64 `json:"internalFetchTimeoutMs,omitempty"`
+	ShutdownGraceMs         int64 `json:"shutdownGraceMs"`
+	LeaseTTLMs              int64 `json:"leaseTtlMs"`
+	BatchSize               int   `json:"batchSize"`
+	MinBatchSize            int   `json:"minBatchSize"`
+	MaxBatchSize            int   `json:"maxBatchSize"`
+	BatchTargetMs           int64 `json:"batchTargetMs"`
+	MaxBatches              int   `json:"maxBatches"`
+	BatchPauseMs            int64 `json:"batchPauseMs"`
+}
