@@ -61,7 +61,7 @@ var composeServiceKeys = strings.Fields(`annotations attach blkio_config build c
 	storage_opt sysctls tmpfs tty ulimits use_api_socket user userns_mode uts volumes volumes_from
 	working_dir`)
 
-// TestComposeFile checks what DESIGN.md and the issue fix for the compose deployment: the order
+// TestComposeFile checks what docs/DESIGN.md and the issue fix for the compose deployment: the order
 // of start-up, where the key comes from, and the stop grace against the shutdown bounds.
 func TestComposeFile(t *testing.T) {
 	b := defaultBounds(t)
@@ -168,7 +168,7 @@ func TestComposeFile(t *testing.T) {
 	})
 }
 
-// defaultListenAddr is LISTEN_ADDR's default (DESIGN.md), the port every file must agree on.
+// defaultListenAddr is LISTEN_ADDR's default (docs/DESIGN.md), the port every file must agree on.
 const defaultListenAddr = ":8080"
 
 // envMap reads a compose environment, in its map or its list ("K=V") form.

@@ -97,7 +97,7 @@ func TestDockerfile(t *testing.T) {
 	})
 }
 
-// TestKubernetes checks the manifests against DESIGN.md's bounds and the issue: two probed API
+// TestKubernetes checks the manifests against docs/DESIGN.md's bounds and the issue: two probed API
 // replicas that shut down within their grace, a CronJob that cannot overlap itself or be cut
 // short by its deadline, and a Secret template that never holds a key.
 func TestKubernetes(t *testing.T) {

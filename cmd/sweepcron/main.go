@@ -31,7 +31,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/config"
 )
 
-// The exit statuses of DESIGN.md.
+// The exit statuses of docs/DESIGN.md.
 const (
 	exitOK          = 0
 	exitFailed      = 1

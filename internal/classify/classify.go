@@ -38,7 +38,7 @@ import (
 // Category is the cron client's verdict on one route.
 type Category string
 
-// The categories of DESIGN.md. The first three are healthy; every other one is a failure.
+// The categories of docs/DESIGN.md. The first three are healthy; every other one is a failure.
 const (
 	// OK is a completed run that left no backlog, or a dry run.
 	OK Category = "ok"

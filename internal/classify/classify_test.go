@@ -26,6 +26,7 @@ const dryRunAnswer = `{"sweep":"email-messages","dryRun":true,"passes":[
 {"pass":"failed","eligible":null,"estimate":9000000,"countTimedOut":true,"indexed":false}]}`
 
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		in         Input
@@ -113,6 +114,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestClassifyParsesAnswer(t *testing.T) {
+	t.Parallel()
 	got := Classify(Input{StatusCode: 500, Body: []byte(batchErrorAnswer)})
 	a := got.Answer
 	if a == nil {
@@ -125,6 +127,7 @@ func TestClassifyParsesAnswer(t *testing.T) {
 }
 
 func TestClassifyParsesDryRun(t *testing.T) {
+	t.Parallel()
 	got := Classify(Input{StatusCode: 200, Body: []byte(dryRunAnswer)})
 	a := got.Answer
 	if a == nil || !a.IsDryRun() {
@@ -143,6 +146,7 @@ func TestClassifyParsesDryRun(t *testing.T) {
 }
 
 func TestCategoryFailed(t *testing.T) {
+	t.Parallel()
 	want := map[Category]bool{
 		OK: false, Truncated: false, Skipped: false,
 		BatchError: true, Unreachable: true, Fail: true, TruncatedBody: true, Unparseable: true,
@@ -159,6 +163,7 @@ func TestCategoryFailed(t *testing.T) {
 }
 
 func TestSnippetBoundsLength(t *testing.T) {
+	t.Parallel()
 	got := Classify(Input{StatusCode: 502, Body: []byte(strings.Repeat("x", 10000))})
 	if len([]rune(got.Detail)) > snippetMax+20 {
 		t.Errorf("detail is %d runes long", len([]rune(got.Detail)))

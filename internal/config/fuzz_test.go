@@ -47,7 +47,7 @@ func FuzzLoadAPI(f *testing.F) {
 	})
 }
 
-// checkBounds fails t when an accepted configuration breaks a rule of DESIGN.md.
+// checkBounds fails t when an accepted configuration breaks a rule of docs/DESIGN.md.
 func checkBounds(t *testing.T, c API) {
 	t.Helper()
 	for name, d := range map[string]time.Duration{

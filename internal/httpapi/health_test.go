@@ -43,6 +43,7 @@ func newPool(t *testing.T, u string) *pgxpool.Pool {
 }
 
 func TestProbes(t *testing.T) {
+	t.Parallel()
 	migrated := dbtest.URL(t)
 	behind := dbtest.URL(t)
 	behindPool := newPool(t, behind)
@@ -92,6 +93,7 @@ func TestProbes(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
+	t.Parallel()
 	h := probeServer(t, nil)
 	cases := []struct {
 		name, sent string
@@ -124,6 +126,7 @@ func TestRequestID(t *testing.T) {
 
 // TestMetricsRoute: /metrics serves the Gatherer's exposition, unauthenticated.
 func TestMetricsRoute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.send(http.MethodGet, "/metrics", "", nil)
 	if a.status != http.StatusOK {

@@ -17,6 +17,7 @@ import (
 // TestRecoverPanic: a panic before the answer began answers the 500 envelope and is logged; one
 // after it began aborts the connection, so the client never takes a cut answer for a whole one.
 func TestRecoverPanic(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		handler http.HandlerFunc
@@ -72,6 +73,7 @@ func TestRecoverPanic(t *testing.T) {
 
 // TestErrorAnswer covers the error-to-status table for errors no route test reaches.
 func TestErrorAnswer(t *testing.T) {
+	t.Parallel()
 	status, body := errorAnswer(errors.New("something internal with a secret"))
 	if status != http.StatusInternalServerError || body.Error != codeInternal || strings.Contains(body.Message, "secret") {
 		t.Errorf("an unexpected error answers %d %+v, want 500 internal without its text", status, body)

@@ -13,6 +13,7 @@ import (
 // with its own reason, count that reason once, and reach the database not at all: no connection,
 // no query, no lease, no row deleted.
 func TestSignature(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *options) { o.keys = []string{currentKey, previousKey} })
 
 	const (
@@ -169,6 +170,7 @@ func (h *harness) sendTwoSignatures(method, target, body, first, second string) 
 // TestSigningNotConfigured: with no key, /internal/* is closed, whatever the request carries,
 // and nothing reaches the database; the unauthenticated routes still answer.
 func TestSigningNotConfigured(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *options) { o.keys = nil })
 	h.seedNotifications(3)
 	cases := []struct {

@@ -18,6 +18,7 @@ import (
 // TestBadBodies: after a valid signature, a body that is not exactly what the route takes is
 // refused with its 4xx envelope, before the database: nothing is counted, nothing deleted.
 func TestBadBodies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.seedNotifications(5)
 	const route = "/internal/sweep-notifications"
@@ -95,10 +96,10 @@ func TestBadBodies(t *testing.T) {
 	}
 }
 
-// resultKeys are the keys of a sweep answer, as DESIGN.md shows it.
+// resultKeys are the keys of a sweep answer, as docs/DESIGN.md shows it.
 var resultKeys = []string{"batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "truncated"}
 
-// sweepAnswer decodes a sweep answer and checks it has exactly DESIGN.md's keys.
+// sweepAnswer decodes a sweep answer and checks it has exactly docs/DESIGN.md's keys.
 func sweepAnswer(t *testing.T, a answer) wire.Result {
 	t.Helper()
 	if ct := a.header.Get("Content-Type"); ct != "application/json" {
@@ -115,6 +116,7 @@ func sweepAnswer(t *testing.T, a answer) wire.Result {
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	t.Run("run deletes and answers", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedNotifications(250)
@@ -294,6 +296,7 @@ VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 // TestClientGoneRunGoesOn: a client that hangs up mid-run does not cut the run; it deletes to
 // its end and releases its lease. A run under the request's context would stop with "shutdown".
 func TestClientGoneRunGoesOn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *options) {
 		// Ten batches of exactly 100, paused, so the run outlasts the client.
 		o.settings.BatchSize, o.settings.MinBatchSize, o.settings.MaxBatchSize = 100, 100, 100
@@ -338,6 +341,7 @@ func TestClientGoneRunGoesOn(t *testing.T) {
 // TestCatalog checks GET /internal/sweeps: every bundled sweep with its route, passes and
 // retention, and the bounds the cron client checks itself against.
 func TestCatalog(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	a := h.signed(http.MethodGet, "/internal/sweeps", "")
 	if a.status != http.StatusOK {

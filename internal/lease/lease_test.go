@@ -23,6 +23,7 @@ func expire(t *testing.T, pool *pgxpool.Pool, label string) {
 }
 
 func TestAcquire(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 
 	t.Run("sixteen at once, one wins", func(t *testing.T) {

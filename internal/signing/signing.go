@@ -1,4 +1,4 @@
-// Package signing implements sweeprail's request-signing scheme v1 (DESIGN.md, "Request signing
+// Package signing implements sweeprail's request-signing scheme v1 (docs/DESIGN.md, "Request signing
 // (v1)"): Sign and SignRequest for clients such as the cron client, and a Verifier for the API's
 // middleware. Both ends share this code so that the wire format cannot drift between them.
 //
@@ -43,7 +43,7 @@ const scheme = "v1"
 // Reason names why a signature was refused; its string is the JSON error code of the 401.
 type Reason string
 
-// The reasons of DESIGN.md, in the order Verify checks them.
+// The reasons of docs/DESIGN.md, in the order Verify checks them.
 const (
 	// ReasonMissing: no signature header, or an empty one.
 	ReasonMissing Reason = "missing_signature"
@@ -80,7 +80,7 @@ func (e *Error) Error() string {
 }
 
 // Sign returns the header value "t=<unix>,n=<nonce>,v1=<hex>[,v1=<hex>…]" with one v1 per key, in
-// the order given, over the v1 message of DESIGN.md. t is truncated to whole seconds. The method is
+// the order given, over the v1 message of docs/DESIGN.md. t is truncated to whole seconds. The method is
 // signed as given (not upper-cased): pass exactly what goes on the wire, since the verifier sees
 // that. Empty keys are skipped, because a MAC under an empty key is one anybody can forge and the
 // verifier ignores empty keys too.

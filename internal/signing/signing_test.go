@@ -229,7 +229,7 @@ func TestReasons(t *testing.T) {
 	}
 	for i := range want {
 		if string(got[i]) != want[i] {
-			t.Errorf("Reasons[%d] = %q, want %q (the JSON codes of DESIGN.md)", i, got[i], want[i])
+			t.Errorf("Reasons[%d] = %q, want %q (the JSON codes of docs/DESIGN.md)", i, got[i], want[i])
 		}
 	}
 	got[0] = "changed"

@@ -13,6 +13,7 @@ import (
 // Runner.batch), set locally, so the pool's connections come back with the server's defaults.
 // A per-row function reads the settings from inside the batch.
 func TestBatchSettings(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
 	exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,

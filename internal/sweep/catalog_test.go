@@ -17,6 +17,7 @@ import (
 // past the cutoff, exactly at it, fresh, excluded by status, protected by a keep guard. $1 is the
 // run's reference time (the database clock, pinned), $2 a live account.
 func TestCatalog(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		sweep string
 		// label is a query returning each remaining row's label.
@@ -160,6 +161,7 @@ INSERT INTO idempotency_records (account_id, idempotency_key, request_hash, stat
 // planner's choices differ (make run once refused the outbox pass on 100k demo rows, where a
 // merge anti join over the primary key won until the check planned the real ORDER BY).
 func TestDemoSeed(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	if err := demo.Seed(ctx, pool, 100_000, io.Discard); err != nil {
 		t.Fatal(err)
@@ -185,6 +187,7 @@ func TestDemoSeed(t *testing.T) {
 }
 
 func TestWithRetention(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		overrides map[string]time.Duration
@@ -233,6 +236,7 @@ func TestWithRetention(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	good := sweep.Pass{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour}
 	tests := []struct {
 		name    string

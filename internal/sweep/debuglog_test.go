@@ -44,6 +44,7 @@ func (b *syncBuffer) batchLines(t *testing.T) []map[string]any {
 }
 
 func TestBatchDebugLog(t *testing.T) {
+	t.Parallel()
 	t.Run("debug logs each batch with its size and duration", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)

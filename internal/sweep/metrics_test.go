@@ -13,6 +13,7 @@ import (
 )
 
 func TestRunMetrics(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	at := dbNow(t, pool)
 	seedNotifications(t, pool, at, 1500, 5)

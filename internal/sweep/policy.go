@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// catalogYAML is the bundled policy: the sweeps of DESIGN.md over the reference schema.
+// catalogYAML is the bundled policy: the sweeps of docs/DESIGN.md over the reference schema.
 //
 //go:embed catalog.yaml
 var catalogYAML []byte

@@ -79,6 +79,7 @@ func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
 }
 
 func TestCheckPolicyRefuses(t *testing.T) {
+	t.Parallel()
 	pool := userPool(t)
 	const p = `p.yaml:4: pass "p" of sweep "s": `
 	tests := []struct {
@@ -223,6 +224,7 @@ func unwrapAll(err error) []error {
 }
 
 func TestCheckPolicyAccepts(t *testing.T) {
+	t.Parallel()
 	pool := userPool(t)
 
 	t.Run("the bundled policy on the reference schema", func(t *testing.T) {
@@ -287,6 +289,7 @@ func TestCheckPolicyAccepts(t *testing.T) {
 // TestCheckPolicyMissingIndex drops the index of a bundled pass, and checks that the check names
 // it and that the statement it suggests is the fix.
 func TestCheckPolicyMissingIndex(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	exec(t, pool, "DROP INDEX notifications_read_at")
 	pol := sweep.DefaultPolicy()
@@ -305,6 +308,7 @@ func TestCheckPolicyMissingIndex(t *testing.T) {
 // TestPolicyEndToEnd: a table of the user's, a policy file written here, a Runner built from what
 // LoadPolicyFile returns; a run deletes exactly the eligible rows.
 func TestPolicyEndToEnd(t *testing.T) {
+	t.Parallel()
 	pool := userPool(t)
 	at := dbNow(t, pool)
 	exec(t, pool, `
@@ -446,6 +450,7 @@ func runDocSQL(t *testing.T, pool *pgxpool.Pool, sql string, withIndexes bool) {
 // TestPolicyDocs keeps docs/POLICY.md true: its worked examples pass the check on their own
 // schema, and the outputs it shows for missing indexes are what the check prints.
 func TestPolicyDocs(t *testing.T) {
+	t.Parallel()
 	examples := policyDoc(t, "Three worked examples")
 	var sqls, policies []string
 	for _, b := range examples {

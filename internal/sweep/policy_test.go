@@ -50,6 +50,7 @@ func catalogLiteral() []Spec {
 }
 
 func TestCatalogFile(t *testing.T) {
+	t.Parallel()
 	t.Run("equals the Go literal it replaced", func(t *testing.T) {
 		want := catalogLiteral()
 		// The literal left batched passes' mode empty; the policy spells the default out.
@@ -102,6 +103,7 @@ const goodPass = `      - name: read
 `
 
 func TestLoadPolicyRefuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		yaml string
@@ -195,6 +197,7 @@ func TestLoadPolicyRefuses(t *testing.T) {
 }
 
 func TestLoadPolicyReportsEveryProblem(t *testing.T) {
+	t.Parallel()
 	_, err := LoadPolicy("p.yaml", []byte(`sweeps:
   - name: Bad
     passes:
@@ -225,6 +228,7 @@ func TestLoadPolicyReportsEveryProblem(t *testing.T) {
 }
 
 func TestLoadPolicyAccepts(t *testing.T) {
+	t.Parallel()
 	pol, err := LoadPolicy("p.yaml", []byte(`# every key once
 sweeps:
   - name: expired-sessions
@@ -294,6 +298,7 @@ sweeps:
 }
 
 func TestCheckCondition(t *testing.T) {
+	t.Parallel()
 	accept := []string{
 		"t.status = 'sent'",
 		"t.status = 'a;b' AND t.note = 'x -- y /* z'",
@@ -338,6 +343,7 @@ func TestCheckCondition(t *testing.T) {
 }
 
 func TestPartialPredicate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		where, pred string
 		complete    bool

@@ -86,6 +86,7 @@ RETURNING id`, at, key).Scan(&id); err != nil {
 // runs that form under the same race and watches it delete the live claim. (A ctid IN form happens
 // to be safe, since the renewed row's new version has a new ctid; keying on id is the trap.)
 func TestIdempotencyRaces(t *testing.T) {
+	t.Parallel()
 	catalog := sweep.Catalog()
 
 	raceWith := func(t *testing.T, change string, sweepFn func(pool *pgxpool.Pool, at time.Time) error) (pool *pgxpool.Pool, id int64) {
@@ -160,6 +161,7 @@ INSERT INTO notifications (account_id, kind, body) SELECT id, 'mention', 'person
 }
 
 func TestAccountErasure(t *testing.T) {
+	t.Parallel()
 	t.Run("two runs at once wipe each account exactly once", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
@@ -278,6 +280,7 @@ SELECT count(*) FROM accounts a
 // TestSkipLocked: a row that another transaction holds is skipped, not waited for, and a row that
 // transaction makes ineligible is kept once it commits.
 func TestSkipLocked(t *testing.T) {
+	t.Parallel()
 	pool, u := poolAndURL(t)
 	at := dbNow(t, pool)
 	seedNotifications(t, pool, at, 50, 0)

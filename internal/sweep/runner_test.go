@@ -40,6 +40,7 @@ func fixed(s sweep.Settings, size int) sweep.Settings {
 }
 
 func TestRun(t *testing.T) {
+	t.Parallel()
 	t.Run("backlog larger than a batch drains fully", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
@@ -255,6 +256,7 @@ func TestRun(t *testing.T) {
 // An outbox event referenced from a table the keep guard does not know: the foreign key stops the
 // batch, which rolls back whole; the batches before it stay committed.
 func TestBatchError(t *testing.T) {
+	t.Parallel()
 	pool := dbtest.Pool(t)
 	at := dbNow(t, pool)
 	exec(t, pool, `CREATE TABLE invoices (id bigint PRIMARY KEY, outbox_event_id bigint NOT NULL REFERENCES outbox_events (id))`)
@@ -287,6 +289,7 @@ FROM generate_series(1, 6) i`, at)
 }
 
 func TestDryRun(t *testing.T) {
+	t.Parallel()
 	t.Run("counts without deleting", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
