@@ -24,7 +24,7 @@ import (
 const (
 	// adaptiveMinBatchSize and adaptiveMaxBatchSize bound adaptive batch sizing, below a
 	// request's own range (wire.MaxRequestBatchSize), which only sets a pass's first batch. The
-	// cap keeps a batch's WAL under the default WAL buffers; docs/BENCHMARKS.md ("adaptive cap")
+	// cap keeps a batch's WAL under the default WAL buffers; docs/BENCHMARKS.md ("What was tried" 8)
 	// has the measurement behind the number.
 	adaptiveMinBatchSize = 100
 	adaptiveMaxBatchSize = 20000

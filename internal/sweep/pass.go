@@ -110,7 +110,7 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
 	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size,
 	// which can flip mid-drain to walking the age index from its start (docs/BENCHMARKS.md,
-	// "custom plans"). Planning a batch costs under a millisecond.
+	// "What was tried" 1). Planning a batch costs under a millisecond.
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
 		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', 'off', true),
 		set_config('plan_cache_mode', 'force_custom_plan', true)`,

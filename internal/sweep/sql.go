@@ -22,7 +22,7 @@ type statements struct {
 	// (keyset pagination). Every batch, the last included, then reads an index range of about
 	// one batch: a batch that resumed from the start of the index, or a sequential scan, would
 	// cost O(table) once the backlog thins out, and the last batch of a large drain would run
-	// into the statement timeout (make bench's scale run measured 0.6 s at 5M rows).
+	// into the statement timeout (docs/BENCHMARKS.md, the scale run and "What was tried" 3).
 	batchAfter string
 	// single deletes every eligible row in one statement.
 	single string
