@@ -124,6 +124,9 @@ func describePasses(passes []sweep.Pass) string {
 		if c.AllowUnindexed {
 			b.WriteString(", unindexed allowed")
 		}
+		if c.AllowShortRetention {
+			b.WriteString(", short retention allowed")
+		}
 		b.WriteString(")")
 		parts[i] = b.String()
 	}

@@ -66,22 +66,22 @@ func (r *Runner) count(ctx context.Context, st statements, cutoff any) (int64, e
 	return n, err
 }
 
-// plan asks the planner twice: as it stands, for the estimate; and with sequential scans
-// discouraged, for whether an index condition can serve the batch select at all. The second answer
-// does not depend on the table's size, so it is the same on a test table and on production, and
-// it is the policy check's answer (indexConditionOn), so the two never disagree.
+// plan asks the planner twice: as it stands, for the estimate of the eligible rows; and with
+// sequential scans and sorts priced out, for whether an index serves the batch select at all
+// (ageIndexServes). The second answer is the policy check's, and does not depend on the table's
+// size, so the two never disagree.
 func (r *Runner) plan(ctx context.Context, p Pass, st statements, cutoff any) (estimate int64, indexed bool, err error) {
-	raw, err := explainJSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.count, cutoff)
+	raw, err := explainJSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.estimate, cutoff)
 	if err != nil {
 		return 0, false, err
 	}
-	if estimate, err = aggregateInputRows(raw); err != nil {
+	if estimate, err = topPlanRows(raw); err != nil {
 		return 0, false, err
 	}
 	size := firstPositive(p.BatchSize, r.cfg.Settings.BatchSize)
-	if raw, err = explainJSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.plan, cutoff, size); err != nil {
+	if raw, err = explainJSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.probe, cutoff, size); err != nil {
 		return 0, false, err
 	}
-	indexed, err = indexConditionOn(raw, "t")
+	indexed, err = indexServes(raw, p)
 	return estimate, indexed, err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,8 +18,9 @@ const explainPrefix = "EXPLAIN (FORMAT JSON) "
 
 // explainJSON plans query in a read-only transaction that is always rolled back, and returns the
 // plan as EXPLAIN (FORMAT JSON) gives it: EXPLAIN without ANALYZE executes nothing, and should
-// anything try, read-only refuses the write. forceIndex discourages sequential scans, so the
-// planner picks an index whenever one can serve at all, whatever the table's size.
+// anything try, read-only refuses the write. forceIndex prices out sequential scans and sorts, so
+// that the planner reads an index in the query's order whenever one can serve it at all, whatever
+// the table's size and statistics: the index verdict's plan.
 func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, forceIndex bool, query string, args ...any) ([]byte, error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -29,8 +32,8 @@ func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lock
 		return nil, fmt.Errorf("set timeouts: %w", err)
 	}
 	if forceIndex {
-		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-			return nil, fmt.Errorf("disable sequential scans: %w", err)
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
+			return nil, fmt.Errorf("price out sequential scans and sorts: %w", err)
 		}
 	}
 	var raw []byte
@@ -46,12 +49,23 @@ type scanNode struct {
 	Plans     []scanNode `json:"Plans"`
 }
 
-// indexConditionOn reports whether the plan reads the relation aliased alias through an index
-// condition: an index or index-only scan with an Index Cond, or a bitmap heap scan whose index
-// scans all have one. An index scan without a condition is a full read of the index (the planner
-// picks one for a join's order when sequential scans are disabled), no better than a sequential
-// scan, and does not count.
-func indexConditionOn(raw []byte, alias string) (bool, error) {
+// indexServes reads the index verdict's plan of pass p: see ageIndexServes. A single-mode pass
+// deletes every eligible row in one statement, in no order, so any index condition serves it.
+func indexServes(raw []byte, p Pass) (bool, error) {
+	if p.Mode == ModeSingle {
+		return ageIndexServes(raw, "t", "")
+	}
+	return ageIndexServes(raw, "t", p.AgeColumn)
+}
+
+// ageIndexServes reads the index verdict's plan (the batch select without its guards, planned
+// with sequential scans and sorts priced out): whether the relation aliased alias is read through
+// an index condition that bounds its age column, so that a batch reads about a batch of index
+// entries in age order. An index whose condition is only the where's (state = 'completed') does
+// not count: each batch would read and sort every row in that state. Priced out, a sequential scan
+// or a sort is chosen only where no index can avoid it, so the verdict does not depend on the
+// table's size or statistics: the same on an empty table as on a billion rows.
+func ageIndexServes(raw []byte, alias, ageColumn string) (bool, error) {
 	var out []struct {
 		Plan scanNode `json:"Plan"`
 	}
@@ -65,14 +79,32 @@ func indexConditionOn(raw []byte, alias string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
+	bounds := condMentions(ageColumn)
 	switch n.NodeType {
 	case "Index Scan", "Index Only Scan":
-		return n.IndexCond != "", nil
+		return bounds(n.IndexCond), nil
 	case "Bitmap Heap Scan":
-		return len(n.Plans) > 0 && bitmapConditions(n.Plans), nil
+		return len(n.Plans) > 0 && bitmapConditions(n.Plans, bounds), nil
 	}
 	return false, nil
 }
+
+// condMentions returns a test of whether an index condition, as EXPLAIN prints it, names column;
+// for column "", whether there is a condition at all.
+func condMentions(column string) func(cond string) bool {
+	if column == "" {
+		return func(cond string) bool { return cond != "" }
+	}
+	name := column
+	if !simpleIdentRE.MatchString(column) {
+		name = `"` + strings.ReplaceAll(column, `"`, `""`) + `"`
+	}
+	re := regexp.MustCompile(`(^|[^A-Za-z0-9_$"])` + regexp.QuoteMeta(name) + `($|[^A-Za-z0-9_$"])`)
+	return func(cond string) bool { return cond != "" && re.MatchString(cond) }
+}
+
+// simpleIdentRE is an identifier that EXPLAIN prints without quotes.
+var simpleIdentRE = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
 
 // findScan returns the first scan of alias in the plan, depth first: the outer query's, since a
 // condition's subqueries come later in the tree than the relation they filter.
@@ -88,17 +120,17 @@ func findScan(n scanNode, alias string) (scanNode, bool) {
 	return scanNode{}, false
 }
 
-// bitmapConditions reports whether every leaf under a bitmap heap scan is an index scan with a
-// condition (BitmapAnd and BitmapOr combine them).
-func bitmapConditions(nodes []scanNode) bool {
+// bitmapConditions reports whether every leaf under a bitmap heap scan is an index scan whose
+// condition passes ok (BitmapAnd and BitmapOr combine them).
+func bitmapConditions(nodes []scanNode, ok func(cond string) bool) bool {
 	for _, n := range nodes {
 		switch n.NodeType {
 		case "BitmapAnd", "BitmapOr":
-			if len(n.Plans) == 0 || !bitmapConditions(n.Plans) {
+			if len(n.Plans) == 0 || !bitmapConditions(n.Plans, ok) {
 				return false
 			}
 		case "Bitmap Index Scan":
-			if n.IndexCond == "" {
+			if !ok(n.IndexCond) {
 				return false
 			}
 		default:
@@ -108,23 +140,20 @@ func bitmapConditions(nodes []scanNode) bool {
 	return true
 }
 
-// aggregateInputRows reads the estimated eligible rows from the count's plan: the rows its
-// aggregate reads.
-func aggregateInputRows(raw []byte) (int64, error) {
-	type node struct {
-		NodeType string  `json:"Node Type"`
-		PlanRows float64 `json:"Plan Rows"`
-		Plans    []node  `json:"Plans"`
-	}
+// topPlanRows reads the planner's row estimate from the top node of a plan: for the estimate
+// statement (SELECT 1 … WHERE <predicate>) that is the eligible rows, whatever sits above the
+// scan (a Gather over a parallel scan, a Sort).
+func topPlanRows(raw []byte) (int64, error) {
 	var out []struct {
-		Plan node `json:"Plan"`
+		Plan struct {
+			PlanRows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
 	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out) == 0 {
-		return 0, fmt.Errorf("read plan: %v", err)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return 0, fmt.Errorf("read plan: %w", err)
 	}
-	n := out[0].Plan
-	if n.NodeType == "Aggregate" && len(n.Plans) > 0 {
-		return int64(n.Plans[0].PlanRows), nil
+	if len(out) == 0 {
+		return 0, errors.New("read plan: empty plan")
 	}
-	return int64(n.PlanRows), nil
+	return int64(out[0].Plan.PlanRows), nil
 }

@@ -252,13 +252,8 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 			p.MaxBatches = v
 		}
 	}
-	if v, ok := f["allow_unindexed"]; ok {
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
-			l.failf(v.Line, sweep, p.Name, "allow_unindexed is %s: want true or false", describe(v))
-		} else if err := v.Decode(&p.AllowUnindexed); err != nil {
-			l.failf(v.Line, sweep, p.Name, "allow_unindexed: %v", err)
-		}
-	}
+	p.AllowUnindexed = l.boolean(f, "allow_unindexed", sweep, p.Name)
+	p.AllowShortRetention = l.boolean(f, "allow_short_retention", sweep, p.Name)
 	for _, pr := range validatePass(p) {
 		if bad[pr.field] {
 			continue
@@ -381,6 +376,22 @@ func (l *loader) str(f map[string]*yaml.Node, key, sweep, pass string) (s string
 		return "", false, true
 	}
 	return v.Value, true, false
+}
+
+// boolean reads the true-or-false field key of f; absent is false. Anything but a YAML boolean
+// (yes, "true", 1) is refused.
+func (l *loader) boolean(f map[string]*yaml.Node, key, sweep, pass string) bool {
+	v, ok := f[key]
+	if !ok {
+		return false
+	}
+	var b bool
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
+		l.failf(v.Line, sweep, pass, "%s is %s: want true or false", key, describe(v))
+	} else if err := v.Decode(&b); err != nil {
+		l.failf(v.Line, sweep, pass, "%s: %v", key, err)
+	}
+	return b
 }
 
 // integer reads the whole-number field key of f, as str reads a string.

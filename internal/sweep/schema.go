@@ -249,14 +249,14 @@ type unindexed struct{ what, fix string }
 // one can serve at all, so the answer does not depend on the table's size: the same on an empty
 // CI database as on production.
 func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
-	raw, err := c.explain(ctx, true, buildStatements(p).plan, cutoff, checkPlanBatchSize)
+	raw, err := c.explain(ctx, true, buildStatements(p).probe, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return err
 	} else if pgErr != nil {
 		c.fail(sweep, p.Name, "", "planning the batch select failed: %s", describePgError(pgErr, "", 0))
 		return nil
 	}
-	indexed, err := indexConditionOn(raw, "t")
+	indexed, err := indexServes(raw, p)
 	if err != nil {
 		return fmt.Errorf("read plan: %w", err)
 	}

@@ -32,6 +32,12 @@ type statements struct {
 	// which the dry run and the policy check ask the planner whether an index serves.
 	count string
 	plan  string
+	// probe is the batch select without its keep guards, which the index verdict plans: the
+	// guards' lookups are judged from the catalog, and leaving their joins out keeps the verdict
+	// on the swept table alone. estimate is the eligible rows as the planner sees them: the top
+	// node of its plan is the row count whatever sits above the scan (Gather, Sort).
+	probe    string
+	estimate string
 }
 
 // quoteQualified quotes a possibly schema-qualified name ("audit.events" → "audit"."events").
@@ -46,6 +52,7 @@ func buildStatements(p Pass) statements {
 		conds = append(conds, "("+p.Where+")")
 	}
 	conds = append(conds, fmt.Sprintf("t.%s < $1", pgx.Identifier{p.AgeColumn}.Sanitize()))
+	ownPred := strings.Join(conds, " AND ")
 	for _, g := range p.Guards {
 		conds = append(conds, fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s AS g WHERE g.%s = t.%s)",
 			quoteQualified(g.Table), pgx.Identifier{g.Column}.Sanitize(), pgx.Identifier{g.References}.Sanitize()))
@@ -64,8 +71,10 @@ func buildStatements(p Pass) statements {
 		perRow: fmt.Sprintf(`SELECT %[1]s(k.key) FROM (
   SELECT t.%[2]s AS key FROM %[3]s AS t WHERE %[4]s ORDER BY t.%[5]s LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k`, quoteQualified(p.Function), pgx.Identifier{key}.Sanitize(), table, pred, pgx.Identifier{p.AgeColumn}.Sanitize()),
-		count: fmt.Sprintf(`SELECT count(*) FROM %s AS t WHERE %s`, table, pred),
-		plan:  fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s ORDER BY t.%s LIMIT $2`, table, pred, age),
+		count:    fmt.Sprintf(`SELECT count(*) FROM %s AS t WHERE %s`, table, pred),
+		plan:     fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s ORDER BY t.%s LIMIT $2`, table, pred, age),
+		probe:    probeSQL(p.Mode, table, ownPred, age),
+		estimate: fmt.Sprintf(`SELECT 1 FROM %s AS t WHERE %s`, table, pred),
 	}
 }
 
@@ -78,4 +87,14 @@ func batchSQL(table, pred, age, after string) string {
      AND %[2]s
   RETURNING t.%[3]s AS age)
 SELECT count(*), max(age) FROM deleted`, table, pred, age, after)
+}
+
+// probeSQL is the select the index verdict plans: the pass's own read without its keep guards. A
+// single-mode pass reads every eligible row in one statement, in no order; the others read the
+// oldest rows first, a batch ($2) at a time.
+func probeSQL(mode Mode, table, pred, age string) string {
+	if mode == ModeSingle {
+		return fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s AND $2::int > 0`, table, pred)
+	}
+	return fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s ORDER BY t.%s LIMIT $2`, table, pred, age)
 }

@@ -80,6 +80,9 @@ type Pass struct {
 	// AllowUnindexed accepts a pass whose batch select no index can serve (a small table); the
 	// policy check refuses such a pass otherwise, since each batch would scan the whole table.
 	AllowUnindexed bool `json:"allowUnindexed,omitempty"`
+	// AllowShortRetention lowers the retention floor from MinRetention to MinShortRetention, for
+	// tables whose rows are finished within minutes (job queues keep completed jobs for a minute).
+	AllowShortRetention bool `json:"allowShortRetention,omitempty"`
 }
 
 // Settings bound every run of a Runner.
@@ -117,6 +120,7 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, AllowUnindexed: p.AllowUnindexed,
+		AllowShortRetention: p.AllowShortRetention,
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id")})

@@ -16,6 +16,10 @@ import (
 // live data, and is far more likely a typo ("5m" for "5d") than a wish.
 const MinRetention = time.Hour
 
+// MinShortRetention is the floor for a pass that says allow_short_retention: job queues keep
+// finished jobs for a minute or so, and say so on purpose.
+const MinShortRetention = time.Minute
+
 const day = 24 * time.Hour
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
@@ -49,7 +53,7 @@ func validatePass(p Pass) []problem {
 	} else if err := checkColumnName(p.AgeColumn); err != nil {
 		add("age_column", "age_column %q: %v", p.AgeColumn, err)
 	}
-	if msg := checkRetention(p.Retention); msg != "" {
+	if msg := checkRetention(p.Retention, p.AllowShortRetention); msg != "" {
 		add("retention", "%s", msg)
 	}
 	if strings.TrimSpace(p.Where) != "" {
@@ -142,18 +146,24 @@ func modeBatching(m Mode) string {
 	return "one row per call; max_batches caps the calls"
 }
 
-// checkRetention says why a retention window is refused, or "" when it is not.
-func checkRetention(d time.Duration) string {
+// checkRetention says why a retention window is refused, or "" when it is not; short says the
+// pass allows short retention.
+func checkRetention(d time.Duration, short bool) string {
 	floor := "the floor of " + formatDuration(MinRetention)
+	if short {
+		floor = "the floor of " + formatDuration(MinShortRetention) + " (allow_short_retention)"
+	}
 	switch {
 	case d == 0:
 		return fmt.Sprintf("retention 0 is below %s: a zero window makes every row eligible and would delete live data", floor)
 	case d < 0:
 		return fmt.Sprintf("retention %s is below %s: a negative window puts the cutoff in the future and would delete live data", formatDuration(d), floor)
-	case d < MinRetention:
-		hint := "write a longer window"
+	case short && d < MinShortRetention:
+		return fmt.Sprintf("retention %s is below %s: a window that short would delete rows still being worked on", formatDuration(d), floor)
+	case !short && d < MinRetention:
+		hint := "write a longer window, or set allow_short_retention: true for a job queue that keeps finished rows for minutes"
 		if d%time.Minute == 0 {
-			hint = fmt.Sprintf("did you mean %dd?", d/time.Minute)
+			hint = fmt.Sprintf("did you mean %dd? (for a job queue that keeps finished rows for minutes, set allow_short_retention: true)", d/time.Minute)
 		}
 		return fmt.Sprintf("retention %s is below %s: a window that short would delete live data; %s", formatDuration(d), floor, hint)
 	}

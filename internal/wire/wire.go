@@ -149,6 +149,8 @@ type CatalogPass struct {
 	BatchSize        int            `json:"batchSize,omitempty"`
 	MaxBatches       int            `json:"maxBatches,omitempty"`
 	AllowUnindexed   bool           `json:"allowUnindexed"`
+	// AllowShortRetention: the pass may keep rows for less than an hour (down to a minute).
+	AllowShortRetention bool `json:"allowShortRetention"`
 }
 
 // CatalogGuard is a keep guard: a row stays while <table>.<column> references its <references>.
