@@ -76,6 +76,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) excha
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "sweepcron")
+	req.Header.Set(traceparentHeader, traceparent(ctx))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -26,6 +26,8 @@ type call struct {
 	Body         []byte
 	Signature    string
 	SigErr       error
+	// Traceparent is the W3C trace context header as received.
+	Traceparent string
 }
 
 // fakeSweep is one route of the fake catalog.
@@ -81,7 +83,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	sig := r.Header.Get(signing.Header)
 	sigErr := f.verifier.Verify(sig, r.Method, r.URL.Path, r.URL.RawQuery, body)
 	f.mu.Lock()
-	f.calls = append(f.calls, call{Method: r.Method, Path: r.URL.Path, Body: body, Signature: sig, SigErr: sigErr})
+	f.calls = append(f.calls, call{Method: r.Method, Path: r.URL.Path, Body: body, Signature: sig, SigErr: sigErr, Traceparent: r.Header.Get("traceparent")})
 	f.mu.Unlock()
 	// Handlers get the body again, as read.
 	r.Body = io.NopCloser(bytes.NewReader(body))
