@@ -65,8 +65,13 @@ type exchange struct {
 // route in flight is let finish (bounded by the fetch timeout), because cutting it would leave
 // its result unknown while the server may well have deleted rows.
 func (c *client) do(ctx context.Context, method, path string, body []byte) exchange {
+	return c.send(ctx, method, c.base.JoinPath(path), body)
+}
+
+// send is do for a URL built by the caller, for a request with a query: SignRequest signs
+// u.RawQuery exactly as it is sent.
+func (c *client) send(ctx context.Context, method string, u *url.URL, body []byte) exchange {
 	start := c.now()
-	u := c.base.JoinPath(path)
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -77,6 +82,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) excha
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "sweepcron")
+	req.Header.Set(traceparentHeader, traceparent(ctx))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -23,9 +23,12 @@ const testKey = "test-signing-key-0123456789abcdef"
 // call is one request the fake API received.
 type call struct {
 	Method, Path string
+	RawQuery     string
 	Body         []byte
 	Signature    string
 	SigErr       error
+	// Traceparent is the W3C trace context header as received.
+	Traceparent string
 }
 
 // fakeSweep is one route of the fake catalog.
@@ -46,6 +49,8 @@ type fakeAPI struct {
 	sweeps         []fakeSweep
 	// catalog, when set, replaces the catalog answer.
 	catalog http.HandlerFunc
+	// runs, when set, answers GET /internal/runs; unset, the route is unknown (404).
+	runs http.HandlerFunc
 
 	mu    sync.Mutex
 	calls []call
@@ -81,7 +86,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	sig := r.Header.Get(signing.Header)
 	sigErr := f.verifier.Verify(sig, r.Method, r.URL.Path, r.URL.RawQuery, body)
 	f.mu.Lock()
-	f.calls = append(f.calls, call{Method: r.Method, Path: r.URL.Path, Body: body, Signature: sig, SigErr: sigErr})
+	f.calls = append(f.calls, call{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Body: body, Signature: sig, SigErr: sigErr, Traceparent: r.Header.Get("traceparent")})
 	f.mu.Unlock()
 	// Handlers get the body again, as read.
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -99,6 +104,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.serveCatalog(w)
+		return
+	}
+	if r.URL.Path == "/internal/runs" && f.runs != nil {
+		f.runs(w, r)
 		return
 	}
 	for _, s := range f.sweeps {

@@ -35,6 +35,8 @@ const usage = `Usage:
   sweepcron [flags]                                    call every sweep route once
   sweepcron curl <name-or-route> [--dry-run] [--batch-size N]
                                                        print a signed curl command
+  sweepcron history [--sweep NAME] [--limit N] [--json]
+                                                       print the run history (GET /internal/runs)
 
 Environment: API_URL, INTERNAL_SIGNING_KEY, INTERNAL_FETCH_TIMEOUT (default 150s).
 Exit status: 0 all ok/truncated/skipped, 1 a route failed, 2 API unreachable, 78 configuration.

@@ -7,6 +7,7 @@
 //
 //	sweepcron [--only a,b] [--dry-run] [--batch-size N] [--json] [--every 15m]
 //	sweepcron curl <name-or-route> [--dry-run] [--batch-size N]
+//	sweepcron history [--sweep NAME] [--limit N] [--json]
 //
 // Environment: API_URL, INTERNAL_SIGNING_KEY, INTERNAL_FETCH_TIMEOUT (default 150s).
 //
@@ -110,6 +111,9 @@ type cli struct {
 func (c *cli) run(ctx context.Context, args []string, environ map[string]string) error {
 	if len(args) > 0 && args[0] == "curl" {
 		return c.curl(args[1:], environ)
+	}
+	if len(args) > 0 && args[0] == "history" {
+		return c.history(ctx, args[1:], environ)
 	}
 	opts, err := parseFlags(args, c.stderr)
 	if err != nil {

@@ -44,9 +44,12 @@ type routeResult struct {
 
 // report is one tick: the --json document, and what the text summary is made from.
 type report struct {
-	StartedAt time.Time     `json:"startedAt"`
-	DryRun    bool          `json:"dryRun"`
-	Routes    []routeResult `json:"routes"`
+	StartedAt time.Time `json:"startedAt"`
+	// TraceID is the W3C trace id every request of the tick carried: the API's spans of this
+	// tick, when it traces, are under it.
+	TraceID string        `json:"traceId"`
+	DryRun  bool          `json:"dryRun"`
+	Routes  []routeResult `json:"routes"`
 	// NotCalled lists the routes the tick did not reach: after an unreachable route, or after a
 	// signal.
 	NotCalled []string `json:"notCalled"`
@@ -96,8 +99,11 @@ func (r *runner) loop(ctx context.Context) error {
 
 // tick runs every selected route once, prints the report and returns the tick's exit error.
 func (r *runner) tick(ctx context.Context) error {
+	trace := newTraceID()
+	ctx = withTrace(ctx, trace)
 	rep := &report{
 		StartedAt: r.cli.now().UTC(),
+		TraceID:   trace.String(),
 		DryRun:    r.opts.dryRun,
 		Routes:    []routeResult{},
 		NotCalled: []string{},
@@ -310,5 +316,5 @@ func formatSummary(rep *report) string {
 	if rep.Interrupted {
 		s += "; interrupted"
 	}
-	return s
+	return s + "; trace " + rep.TraceID
 }
