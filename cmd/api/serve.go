@@ -18,6 +18,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/trace"
 )
 
 // The server's fixed limits; the ones an operator tunes come from the environment.
@@ -82,7 +83,20 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		pool.Close()
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m})
+	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; a malformed OTEL_* refuses boot.
+	tr, err := trace.New(ctx, environ, "sweeprail-api", logger)
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("configuration refused:\n%w", err)
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(flushCtx); err != nil {
+			logger.Warn("flush traces", "err", err)
+		}
+	}()
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m, Tracing: tr})
 	if err != nil {
 		pool.Close()
 		return err
@@ -108,7 +122,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 			ShutdownGrace:        cfg.ShutdownGrace,
 		},
 	})
-	srv := newHTTPServer(cfg, handler, logger)
+	srv := newHTTPServer(cfg, tr.Handler(handler), logger)
 	// Shutdown closes the listeners and then calls this: no new request can start a run
 	// after the runs were told to stop.
 	srv.RegisterOnShutdown(cancelRuns)

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -59,7 +60,8 @@ func handleSweep(logger *slog.Logger, runner *sweep.Runner, runCtx context.Conte
 			serveDryRun(w, r, logger, runner, runCtx, name)
 			return
 		}
-		res, err := runner.Run(runCtx, name, sweep.Options{BatchSize: req.BatchSize})
+		// The run's spans join the request's trace; its cancellation stays runCtx's.
+		res, err := runner.Run(trace.WithSpanFrom(runCtx, r.Context()), name, sweep.Options{BatchSize: req.BatchSize})
 		if err != nil {
 			writeError(w, r, logger, err)
 			return

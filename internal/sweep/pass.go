@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -52,8 +53,10 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			return pr.out, nil
 		}
 		began := pr.r.cfg.Now()
+		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.p.Mode), pr.size)
 		n, full, newest, err := pr.batch()
 		took := pr.r.cfg.Now().Sub(began)
+		span.End(trace.Result{Rows: n, Duration: took, Err: err})
 		pr.out.BatchCount++
 		pr.r.cfg.Metrics.Batch(pr.sweep, took)
 		// Each batch's size and duration, at debug level: the metric's histogram only buckets

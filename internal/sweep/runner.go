@@ -16,6 +16,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -32,6 +33,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records runs, batches and rows; nil records nothing.
 	Metrics *metrics.Metrics
+	// Tracing records spans run → pass → batch; nil records nothing.
+	Tracing *trace.Tracing
 	// Now is the clock that measures budgets and durations; nil is time.Now.
 	Now func() time.Time
 	// Sleep pauses between batches until d passes or ctx is done; nil sleeps on a timer.
@@ -167,6 +170,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		return nil, fmt.Errorf("run %q: new run id: %w", name, err)
 	}
 	res := &wire.Result{Sweep: name, RunID: runID.String(), Passes: []wire.PassResult{}}
+	ctx, span := r.cfg.Tracing.StartRun(ctx, name, res.RunID)
 	log := r.cfg.Logger.With("sweep", name, "run_id", res.RunID)
 	// Database work is detached from ctx: shutdown is honoured between batches, and cutting a
 	// statement would only roll back work that the statement timeout already bounds.
@@ -180,6 +184,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			outcome = wire.OutcomeSkipped
 		}
 		r.cfg.Metrics.Run(name, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
+		span.End(trace.Result{Rows: res.Deleted, Duration: end.Sub(start), StopReason: outcome})
 		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted,
 			"batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
 	}()
@@ -213,11 +218,13 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	}
 	res.StopReason = wire.StopExhausted
 	for i, p := range spec.Passes {
+		passCtx, passSpan := r.cfg.Tracing.StartPass(ctx, p.Name)
 		pr := &passRun{
-			r: r, ctx: ctx, db: db, log: log, sweep: name, p: p, st: r.stmts[name][i],
+			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: r.stmts[name][i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
 		}
 		out, perr := pr.run()
+		passSpan.End(trace.Result{Rows: out.Deleted, StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
 		res.BatchCount += out.BatchCount
