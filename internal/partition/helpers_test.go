@@ -165,3 +165,46 @@ func (d *db) waitBlocked(pid uint32) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// newSinglePool is a pool of one connection, so that a test can see what Drop left on it.
+func newSinglePool(t *testing.T, u string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func nameOf(p *partition.Partition) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
+}
+
+// waitQuery waits until a backend runs a statement like pattern (LIKE) and waits on a lock.
+func (d *db) waitQuery(pattern string) {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+WHERE datname = current_database() AND query LIKE $1 AND wait_event_type = 'Lock')`, pattern).Scan(&waiting); err != nil {
+			d.t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("no backend waits in %q", pattern)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
