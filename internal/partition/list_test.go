@@ -201,3 +201,34 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// The dry run's boundary count: the rows below the cutoff of the straddling partition and the
+// default one, compared as the batched engine compares them (a timestamp key by wall clock).
+func TestCountBelow(t *testing.T) {
+	t.Parallel()
+	d := newDB(t)
+	d.daily("cb", "timestamp", 3, 24, true) // hourly rows; the default holds one old, one future row
+	cutoff := day(1).Add(5*time.Hour + 30*time.Minute)
+	cut := partition.Expired(d.list("cb"), cutoff)
+	if len(cut.Expired) != 1 || len(cut.Boundary()) != 2 {
+		t.Fatalf("cut: %+v", cut)
+	}
+	for _, tc := range []struct {
+		p    partition.Partition
+		want int64
+	}{
+		{*cut.Straddle, 6}, // 00:00 … 05:00
+		{*cut.Default, 1},
+	} {
+		n, err := partition.CountBelow(ctx, d.pool, tc.p, "at", cutoff)
+		if err != nil || n != tc.want {
+			t.Errorf("%s: %d, %v; want %d", tc.p.Name, n, err, tc.want)
+		}
+	}
+	// The same cutoff in another zone is the same instant but another wall clock: two hours
+	// later, two rows more.
+	n, err := partition.CountBelow(ctx, d.pool, *cut.Straddle, "at", cutoff.Add(-3*time.Hour).In(time.FixedZone("plus5", 5*3600)))
+	if err != nil || n != 8 {
+		t.Errorf("in UTC+5: %d, %v; want 8", n, err)
+	}
+}
