@@ -64,7 +64,7 @@ WHERE c.oid = to_regclass($1)`, quoteQualified(table)).Scan(&info.Table, &kind, 
 	case kind == "r":
 		return refuse("is not partitioned: mode partitions drops whole partitions of a table partitioned by RANGE on its age column; sweep it with mode batched")
 	case kind != "p":
-		return refuse("is not a table (relkind %q): mode partitions needs a table partitioned by RANGE on its age column", kind)
+		return refuse("is %s, not a table: mode partitions needs a table partitioned by RANGE on its age column", relkindName(kind))
 	}
 
 	var strat, keydef string
@@ -146,4 +146,20 @@ func deref(s *string) string {
 		return "unknown"
 	}
 	return *s
+}
+
+func relkindName(kind string) string {
+	switch kind {
+	case "v":
+		return "a view"
+	case "m":
+		return "a materialized view"
+	case "f":
+		return "a foreign table"
+	case "S":
+		return "a sequence"
+	case "i", "I":
+		return "an index"
+	}
+	return fmt.Sprintf("a relation of kind %q", kind)
 }

@@ -56,7 +56,7 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"missing", "nope", "at", `table "nope" does not exist`},
 		{"not partitioned", "plain", "at", `table "plain" is not partitioned: `},
-		{"a view", "a_view", "at", `is not a table (relkind "v")`},
+		{"a view", "a_view", "at", `table "a_view" is a view, not a table`},
 		{"list", "by_list", "at", "is partitioned by LIST (region), not by RANGE"},
 		{"hash", "by_hash", "at", "is partitioned by HASH (id), not by RANGE"},
 		{"two columns", "two_cols", "at", "is partitioned by RANGE (at, seq), on 2 columns"},
@@ -71,6 +71,7 @@ func TestDescribe(t *testing.T) {
 			if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want a refusal containing %q", err, tc.want)
 			}
+			t.Log(err)
 		})
 	}
 

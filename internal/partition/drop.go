@@ -162,7 +162,9 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 			return out, err
 		}
 		if ferr := d.finalize(ctx); ferr != nil {
-			return out, &IncompleteError{Partition: st.name, State: "detach-pending", Statement: st.finalize(), Err: err}
+			// The detach's error first: errors.As finds its *pgconn.PgError.
+			return out, &IncompleteError{Partition: st.name, State: "detach-pending", Statement: st.finalize(),
+				Err: errors.Join(err, fmt.Errorf("finalize: %w", ferr))}
 		}
 		out.Finalized, out.Detached, out.Dropped = true, true, !d.keep
 		return out, nil

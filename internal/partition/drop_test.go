@@ -224,6 +224,7 @@ func TestDrop(t *testing.T) {
 			inc.Statement != "ALTER TABLE public.rp DETACH PARTITION public.rp_d0 FINALIZE" || !strings.Contains(r.err.Error(), inc.Statement) {
 			t.Fatalf("got %+v, %v; want an IncompleteError with the FINALIZE statement and 55P03", r.out, r.err)
 		}
+		t.Log(r.err)
 		if got := d.attached(target.Name); got != "pending" {
 			t.Fatalf("%s is %s, want pending", target.Name, got)
 		}
