@@ -28,6 +28,7 @@ type Labels struct {
 // metrics need not build one.
 type Metrics struct {
 	rowsDeleted   *prometheus.CounterVec
+	partsDropped  *prometheus.CounterVec
 	runs          *prometheus.CounterVec
 	runDuration   *prometheus.HistogramVec
 	batchDuration *prometheus.HistogramVec
@@ -41,6 +42,10 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_deleted_total",
 			Help: "Rows deleted by sweeps, by sweep and pass.",
+		}, []string{"sweep", "pass"}),
+		partsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_partitions_dropped_total",
+			Help: "Partitions dropped (or detached, with keep_detached) by partitions-mode passes, by sweep and pass.",
 		}, []string{"sweep", "pass"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_runs_total",
@@ -65,7 +70,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Help: "Requests to /internal/* refused by the signature check, by reason.",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,6 +78,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	for _, s := range labels.Sweeps {
 		for _, p := range s.Passes {
 			m.rowsDeleted.WithLabelValues(s.Name, p)
+			m.partsDropped.WithLabelValues(s.Name, p)
 		}
 		for _, o := range labels.Outcomes {
 			m.runs.WithLabelValues(s.Name, o)
@@ -93,6 +99,14 @@ func (m *Metrics) RowsDeleted(sweep, pass string, n int64) {
 		return
 	}
 	m.rowsDeleted.WithLabelValues(sweep, pass).Add(float64(n))
+}
+
+// PartitionsDropped adds n to a pass's dropped (or detached) partitions.
+func (m *Metrics) PartitionsDropped(sweep, pass string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.partsDropped.WithLabelValues(sweep, pass).Add(float64(n))
 }
 
 // Batch records one batch transaction's duration.

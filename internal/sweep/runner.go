@@ -223,10 +223,15 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: r.stmts[name][i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
 		}
-		out, perr := pr.run()
+		run := pr.run
+		if p.Mode == ModePartitions {
+			run = pr.runPartitions
+		}
+		out, perr := run()
 		passSpan.End(trace.Result{Rows: out.Deleted, StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
+		res.PartitionsDropped += out.PartitionsDropped
 		res.BatchCount += out.BatchCount
 		if out.StopReason.Severity() > res.StopReason.Severity() {
 			res.StopReason = out.StopReason

@@ -80,6 +80,9 @@ type PassResult struct {
 	Deleted    int64      `json:"deleted"`
 	BatchCount int        `json:"batchCount"`
 	StopReason StopReason `json:"stopReason"`
+	// PartitionsDropped is what a partitions-mode pass dropped (or detached, with keep_detached);
+	// Deleted counts only the boundary rows its batches deleted.
+	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
 }
 
 // Result is the answer of one run of POST /internal/sweep-<name>.
@@ -95,6 +98,8 @@ type Result struct {
 	StopReason StopReason   `json:"stopReason"`
 	Passes     []PassResult `json:"passes"`
 	Error      *ErrorInfo   `json:"error"`
+	// PartitionsDropped sums the passes' (partitions mode only; absent when zero).
+	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
 }
 
 // Failed reports whether the run stopped on a failed batch, which the API answers with 500.
@@ -109,6 +114,16 @@ type DryRunPass struct {
 	CountTimedOut bool   `json:"countTimedOut"`
 	// Indexed reports whether an index can serve the batch select.
 	Indexed bool `json:"indexed"`
+	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
+	// Estimate then count the boundary rows the batches would delete.
+	Partitions []DryRunPartition `json:"partitions,omitempty"`
+}
+
+// DryRunPartition is one partition a partitions-mode run would drop.
+type DryRunPartition struct {
+	Name string `json:"name"`
+	// RowsEstimate is the planner's row count (reltuples); -1 when never analyzed.
+	RowsEstimate int64 `json:"rowsEstimate"`
 }
 
 // DryRunResult is the answer of a dry run. It has no stopReason: that is how a caller tells it
@@ -151,6 +166,9 @@ type CatalogPass struct {
 	AllowUnindexed   bool           `json:"allowUnindexed"`
 	// AllowShortRetention: the pass may keep rows for less than an hour (down to a minute).
 	AllowShortRetention bool `json:"allowShortRetention"`
+	// KeepDetached and Boundary are a partitions-mode pass's choices.
+	KeepDetached bool   `json:"keepDetached,omitempty"`
+	Boundary     string `json:"boundary,omitempty"`
 }
 
 // CatalogGuard is a keep guard: a row stays while <table>.<column> references its <references>.
