@@ -56,8 +56,10 @@ var FS embed.FS
 
 // Set is one migration set: a directory of FS and the version table that records it.
 type Set struct {
-	// Name is the set's directory in FS, and its name in messages.
+	// Name is the set's directory in FS.
 	Name string
+	// Title names the set in messages: "sweeprail's own schema".
+	Title string
 	// Schema, when not empty, is created (when missing) before goose runs: the version table
 	// lives in it.
 	Schema string
@@ -82,6 +84,7 @@ const sweeprailLockID int64 = 0x73776565_7072_0001
 // Sweeprail is sweeprail's own set: schema sweeprail and what lives in it.
 var Sweeprail = &Set{
 	Name:         "sweeprail",
+	Title:        "sweeprail's own schema",
 	Schema:       "sweeprail",
 	VersionTable: "sweeprail.goose_db_version",
 	Required:     []string{"sweeprail.sweep_lock"},
@@ -93,6 +96,7 @@ var Sweeprail = &Set{
 // and lock, as every release before the split did.
 var Demo = &Set{
 	Name:         "demo",
+	Title:        "the demo schema",
 	VersionTable: "goose_db_version",
 	Command:      "api migrate up --demo",
 	lockID:       lock.DefaultLockID,
@@ -340,9 +344,9 @@ type NotReadyError struct {
 func (e *NotReadyError) Error() string {
 	switch {
 	case !e.Installed:
-		return fmt.Sprintf("sweeprail's %s migrations are not installed (no table %s): run %s", e.Set.Name, e.Set.VersionTable, e.Set.Command)
+		return fmt.Sprintf("%s is not installed (no table %s): run %s", e.Set.Title, e.Set.VersionTable, e.Set.Command)
 	case e.Applied < e.Latest:
-		return fmt.Sprintf("the database is at sweeprail's %s migration %d, this build needs %d: run %s", e.Set.Name, e.Applied, e.Latest, e.Set.Command)
+		return fmt.Sprintf("%s is at migration %d, this build needs %d: run %s", e.Set.Title, e.Applied, e.Latest, e.Set.Command)
 	}
 	return fmt.Sprintf("table %s does not exist although %s records every migration, so it was dropped by hand: drop what is left of it and run %s again (for sweeprail's own set, when no run is alive: DROP SCHEMA sweeprail CASCADE)",
 		strings.Join(e.Missing, ", "), e.Set.VersionTable, e.Set.Command)

@@ -163,9 +163,9 @@ func TestCheck(t *testing.T) {
 		want string
 	}{
 		{name: "installed", want: ""},
-		{name: "nothing installed", empty: true, want: "sweeprail's sweeprail migrations are not installed (no table sweeprail.goose_db_version): run api migrate up"},
+		{name: "nothing installed", empty: true, want: "sweeprail's own schema is not installed (no table sweeprail.goose_db_version): run api migrate up"},
 		{name: "one migration behind", prepare: `DELETE FROM sweeprail.goose_db_version WHERE version_id = (SELECT max(version_id) FROM sweeprail.goose_db_version)`,
-			want: "this build needs 1: run api migrate up"},
+			want: "sweeprail's own schema is at migration 0, this build needs 1: run api migrate up"},
 		{name: "ahead of the build", prepare: `INSERT INTO sweeprail.goose_db_version (version_id, is_applied) VALUES (99999, true)`, want: ""},
 		{name: "lease table dropped by hand", prepare: `DROP TABLE sweeprail.sweep_lock`,
 			want: "table sweeprail.sweep_lock does not exist although sweeprail.goose_db_version records every migration"},

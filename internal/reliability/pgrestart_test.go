@@ -46,7 +46,7 @@ func TestPostgresRestart(t *testing.T) {
 	admin.Close(ctx)
 	u := replaceDB(t, server, "sweeprail")
 	apiBin, cronBin := binaries(t)
-	migrate := exec.Command(apiBin, "migrate", "up")
+	migrate := exec.Command(apiBin, "migrate", "up", "--demo")
 	migrate.Env = envList(map[string]string{"DATABASE_URL": u})
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("api migrate up: %v\n%s", err, out)
