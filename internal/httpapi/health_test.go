@@ -84,8 +84,8 @@ func TestProbes(t *testing.T) {
 		{name: "readyz with only the demo schema", pool: poolWith(t, dbtest.URL(t), `DROP SCHEMA sweeprail CASCADE`), path: "/readyz", status: 503,
 			want: "migrations_pending", message: "run api migrate up"},
 		{name: "readyz on a database one migration behind",
-			pool:   poolWith(t, dbtest.URL(t), `DELETE FROM sweeprail.goose_db_version WHERE version_id = (SELECT max(version_id) FROM sweeprail.goose_db_version)`),
-			path:   "/readyz", status: 503, want: "migrations_pending", message: "run api migrate up"},
+			pool: poolWith(t, dbtest.URL(t), `DELETE FROM sweeprail.goose_db_version WHERE version_id = (SELECT max(version_id) FROM sweeprail.goose_db_version)`),
+			path: "/readyz", status: 503, want: "migrations_pending", message: "run api migrate up"},
 		{name: "readyz without the lease table", pool: poolWith(t, dbtest.URL(t), `DROP TABLE sweeprail.sweep_lock`), path: "/readyz", status: 503,
 			want: "migrations_pending", message: "sweeprail.sweep_lock"},
 		// The demo schema's migrations are not sweeprail's business on a database of the operator's.
