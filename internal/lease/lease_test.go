@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/lease"
+	"github.com/sweeprail/sweeprail/migrations"
 )
 
 // expire moves a lease's expiry into the past on the database clock, as time passing would.
@@ -184,4 +186,12 @@ func TestAcquire(t *testing.T) {
 			t.Fatal("zero ttl accepted")
 		}
 	})
+}
+
+// TestTable: the lease table is one that boot, /readyz and api policy check require, so a database
+// without it is refused before a run could fail on it.
+func TestTable(t *testing.T) {
+	if !slices.Contains(migrations.Sweeprail.Required, lease.Table) {
+		t.Fatalf("migrations.Sweeprail.Required = %v, want it to hold %s", migrations.Sweeprail.Required, lease.Table)
+	}
 }
