@@ -1,9 +1,10 @@
 // Command api serves sweeprail's signed sweep routes and manages its database.
 //
-//	api [serve]              serve the API (the default)
-//	api migrate [up|status]  apply the migrations, or show their state
-//	api seed-demo --rows N   fill the reference schema with demo data
-//	api policy check [file]  validate a sweep policy file against the database
+//	api [serve]                       serve the API (the default)
+//	api migrate [up|status] [--demo]  apply sweeprail's own migrations (schema sweeprail), or show
+//	                                  their state; --demo: the demo reference schema's too
+//	api seed-demo --rows N            create the demo reference schema when missing, fill it
+//	api policy check [file]           validate a sweep policy file against the database
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,13 +47,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	case "serve":
 		return serve(ctx, rest, environ, stdout, stderr)
 	case "migrate":
-		return migrate(ctx, rest, environ, stdout)
+		return migrate(ctx, rest, environ, stdout, stderr)
 	case "seed-demo":
 		return seedDemo(ctx, rest, environ, stdout, stderr)
 	case "policy":
 		return policy(ctx, rest, environ, stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] | seed-demo --rows N [--if-empty] | policy check [file]]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] [--demo] | seed-demo --rows N [--if-empty] | policy check [file]]")
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (want serve, migrate, seed-demo or policy)", cmd)
@@ -65,31 +67,50 @@ func databaseURL(environ map[string]string) (string, error) {
 	return u, nil
 }
 
-func migrate(ctx context.Context, args []string, environ map[string]string, stdout io.Writer) error {
+// migrate runs `api migrate [up|status] [--demo]`. Without --demo it touches sweeprail's own set
+// only (schema sweeprail), whatever else the database holds: it is safe on a database of the
+// operator's. --demo adds the demo reference schema the bundled catalog sweeps.
+func migrate(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	sub := "up"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	if sub != "up" && sub != "status" {
+		return fmt.Errorf("migrate: unknown subcommand %q (want up or status)", sub)
+	}
+	fs := flag.NewFlagSet("migrate "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	demoSet := fs.Bool("demo", false, "the demo reference schema's migrations too (make run; never on a database of your own)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("migrate %s: unexpected arguments %q", sub, fs.Args())
+	}
 	u, err := databaseURL(environ)
 	if err != nil {
 		return err
 	}
-	sub := "up"
-	if len(args) > 0 {
-		sub = args[0]
+	sets := []*migrations.Set{migrations.Sweeprail}
+	if *demoSet {
+		sets = append(sets, migrations.Demo)
 	}
-	switch sub {
-	case "up":
-		if err := migrations.Up(ctx, u, stdout); err != nil {
-			return err
+	for _, set := range sets {
+		switch sub {
+		case "up":
+			if err := set.Up(ctx, u, stdout); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s migrations: up to date\n", set.Name)
+		case "status":
+			pending, err := set.Status(ctx, u, stdout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s migrations: %d pending\n", set.Name, pending)
 		}
-		fmt.Fprintln(stdout, "migrations: up to date")
-		return nil
-	case "status":
-		pending, err := migrations.Status(ctx, u, stdout)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "migrations: %d pending\n", pending)
-		return nil
 	}
-	return fmt.Errorf("migrate: unknown subcommand %q (want up or status)", sub)
+	return nil
 }
 
 func seedDemo(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
@@ -102,6 +123,10 @@ func seedDemo(ctx context.Context, args []string, environ map[string]string, std
 	}
 	u, err := databaseURL(environ)
 	if err != nil {
+		return err
+	}
+	// The demo schema comes with its data: created when missing, brought up to date otherwise.
+	if err := migrations.Demo.Up(ctx, u, stdout); err != nil {
 		return err
 	}
 	pool, err := pgxpool.New(ctx, u)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/trace"
+	"github.com/sweeprail/sweeprail/migrations"
 )
 
 // The server's fixed limits; the ones an operator tunes come from the environment.
@@ -179,19 +181,42 @@ func loadPolicy(cfg config.API) (*sweep.Policy, error) {
 
 // checkPolicy validates the policy against the live schema before the API serves it: a policy
 // whose tables, columns or indexes are not what it says would delete by rules nobody checked.
-// An unreachable database refuses the boot too, rather than serving an unchecked policy; the
-// orchestrator's restart retries it.
+// It checks sweeprail's own schema too (checkOwnSchema): without its lease table the first run
+// would fail. An unreachable database refuses the boot too, rather than serving an unchecked
+// policy; the orchestrator's restart retries it.
 func checkPolicy(ctx context.Context, pol *sweep.Policy, pool *pgxpool.Pool, logger *slog.Logger) error {
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	own := checkOwnSchema(checkCtx, pool)
 	warnings, err := pol.Check(checkCtx, pool)
 	for _, w := range warnings {
 		logger.Warn("sweep policy", "file", pol.File, "warning", w)
 	}
 	if err != nil {
-		return fmt.Errorf("sweep policy %s refused against the database:\n%w", pol.File, err)
+		err = fmt.Errorf("sweep policy %s refused against the database:\n%w", pol.File, err)
+		if !isNotReady(own) {
+			own = nil // the same failure (an unreachable database), said once
+		}
+	}
+	return errors.Join(own, err)
+}
+
+// checkOwnSchema confirms that the database holds sweeprail's own schema as this build needs it:
+// every migration of migrations.Sweeprail and its lease table. Its error names the command that
+// installs them (api migrate up).
+func checkOwnSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := migrations.Sweeprail.Check(ctx, pool); err != nil {
+		if isNotReady(err) {
+			return err
+		}
+		return fmt.Errorf("check sweeprail's own schema: %w", err)
 	}
 	return nil
+}
+
+func isNotReady(err error) bool {
+	var nr *migrations.NotReadyError
+	return errors.As(err, &nr)
 }
 
 // sweepSettings maps the configuration onto the runner's bounds.

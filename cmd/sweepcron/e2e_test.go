@@ -67,7 +67,7 @@ func TestEndToEnd(t *testing.T) {
 	mustExec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'e2e@example.com')`)
 	mustExec(t, pool, `INSERT INTO notifications (account_id, kind, read_at)
 		SELECT '00000000-0000-0000-0000-000000000001', 'mention', now() - interval '60 days' FROM generate_series(1, 10)`)
-	mustExec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
+	mustExec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 	// audit-log: a backlog whose first batch outlasts the 2s budget (each delete sleeps 30ms, a
 	// batch is 100 rows) → budget, truncated. A lower bound on time, so it does not flake.
 	mustExec(t, pool, `INSERT INTO audit_log (action, retention_bucket, occurred_at)

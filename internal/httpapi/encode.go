@@ -24,6 +24,7 @@ const (
 	codeDryRunFailed         = "dry_run_failed"
 	codeDatabaseUnreachable  = "database_unreachable"
 	codeMigrationsPending    = "migrations_pending"
+	codePolicyTablesMissing  = "policy_tables_missing"
 	codeInternal             = "internal"
 )
 

@@ -152,7 +152,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	h.exec(`CREATE TABLE lease_audit (label text NOT NULL, op text NOT NULL)`)
 	h.exec(`CREATE FUNCTION audit_lease() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO lease_audit VALUES (NEW.label, TG_OP); RETURN NEW; END $$`)
-	h.exec(`CREATE TRIGGER audit_lease AFTER INSERT OR UPDATE ON sweep_lock FOR EACH ROW EXECUTE FUNCTION audit_lease()`)
+	h.exec(`CREATE TRIGGER audit_lease AFTER INSERT OR UPDATE ON sweeprail.sweep_lock FOR EACH ROW EXECUTE FUNCTION audit_lease()`)
 	h.exec(`INSERT INTO accounts (email) VALUES ('owner@example.com')`)
 	return h
 }

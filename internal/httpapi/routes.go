@@ -18,7 +18,7 @@ func addRoutes(mux *chi.Mux, d Deps) {
 	mux.MethodNotAllowed(handleMethodNotAllowed(d.Logger, mux))
 
 	mux.Method(http.MethodGet, "/healthz", handleHealthz(d.Logger))
-	mux.Method(http.MethodGet, "/readyz", handleReadyz(d.Logger, d.Pool))
+	mux.Method(http.MethodGet, "/readyz", handleReadyz(d.Logger, d.Pool, policyTables(d.Runner.Specs())))
 	mux.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{
 		ErrorLog: slogErrorLog{d.Logger},
 		// A collector that fails must not hide every other metric.

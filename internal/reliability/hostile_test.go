@@ -29,7 +29,7 @@ BEGIN
   VALUES (NEW.label, NEW.owner, TG_OP, current_setting('application_name'), clock_timestamp());
   RETURN NEW;
 END $$;
-CREATE TRIGGER reliability_audit_lease AFTER INSERT OR UPDATE OR DELETE ON sweep_lock
+CREATE TRIGGER reliability_audit_lease AFTER INSERT OR UPDATE OR DELETE ON sweeprail.sweep_lock
   FOR EACH ROW EXECUTE FUNCTION reliability_audit_lease();
 CREATE TABLE reliability_delete_audit (id bigserial PRIMARY KEY, tbl text NOT NULL, app text NOT NULL, at timestamptz NOT NULL);
 CREATE FUNCTION reliability_audit_delete() RETURNS trigger LANGUAGE plpgsql AS $$
