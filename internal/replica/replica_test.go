@@ -255,6 +255,35 @@ func TestThrottle(t *testing.T) {
 		noWait(t, replica.Limits{MaxLag: 200 * time.Millisecond})
 	})
 
+	t.Run("Watch keeps the peak", func(t *testing.T) {
+		standby.WaitCaughtUp(t)
+		w := replica.StartWatch(ctx, pool, 20*time.Millisecond)
+		standby.PauseReplay(t)
+		write(t)
+		waitFor(t, pool, "replay_lag over 300ms", `SELECT replay_lag > interval '300 ms' FROM pg_stat_replication WHERE application_name = $1`, standby.Name)
+		standby.ResumeReplay(t)
+		standby.WaitCaughtUp(t)
+		peak, err := w.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("peak over %d samples: %d bytes, replay lag %s", peak.Samples, peak.Bytes, peak.Replay)
+		if peak.Bytes < 3*mb || peak.Replay <= 300*time.Millisecond {
+			t.Errorf("peak %+v, want at least the 4 MB written while paused and the replay lag waited for", peak)
+		}
+		// A standby that keeps up: the peak is small.
+		w = replica.StartWatch(ctx, pool, 20*time.Millisecond)
+		write(t)
+		standby.WaitCaughtUp(t)
+		if peak, err = w.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("keeping up, peak over %d samples: %d bytes, replay lag %s", peak.Samples, peak.Bytes, peak.Replay)
+		if peak.Samples == 0 || peak.Replay > 300*time.Millisecond {
+			t.Errorf("peak %+v of a standby that keeps up", peak)
+		}
+	})
+
 	t.Run("a physical slot behind counts in bytes, not in time", func(t *testing.T) {
 		exec(t, pool, `SELECT pg_create_physical_replication_slot('lagging', true)`)
 		defer exec(t, pool, `SELECT pg_drop_replication_slot('lagging')`)
