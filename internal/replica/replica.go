@@ -45,6 +45,10 @@ type Lag struct {
 	// Replay is the standby's replay_lag; 0 when PostgreSQL shows none (NULL: a standby that has
 	// been caught up and idle for a while, or one that just connected), and for a slot.
 	Replay time.Duration
+	// Reported is when the standby sent the status message Replay was computed from
+	// (reply_time, on the standby's clock); zero for a slot. Two reads with the same Reported
+	// saw the same report.
+	Reported time.Time
 }
 
 // ErrNoPrivilege means the role cannot see the standbys' positions: PostgreSQL shows
@@ -82,12 +86,12 @@ const lagSQL = `
 WITH cur AS (SELECT pg_current_wal_lsn() AS lsn)
 SELECT 'standby', coalesce(r.application_name, ''), r.state IS NULL,
        coalesce(greatest(pg_wal_lsn_diff(cur.lsn, r.replay_lsn), 0), 0)::bigint,
-       coalesce((extract(epoch FROM r.replay_lag) * 1000000)::bigint, 0)
+       coalesce((extract(epoch FROM r.replay_lag) * 1000000)::bigint, 0), r.reply_time
   FROM pg_stat_replication r, cur
  WHERE (r.state IS NULL OR (r.state IN ('streaming', 'catchup') AND r.replay_lsn IS NOT NULL))
    AND NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.active_pid = r.pid AND s.slot_type = 'logical')
 UNION ALL
-SELECT 'slot', s.slot_name, false, greatest(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0)::bigint, 0
+SELECT 'slot', s.slot_name, false, greatest(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0)::bigint, 0, NULL
   FROM pg_replication_slots s, cur
  WHERE s.slot_type = 'physical' AND s.restart_lsn IS NOT NULL AND s.wal_status IS DISTINCT FROM 'lost'`
 
@@ -109,8 +113,9 @@ func Read(ctx context.Context, q Querier) ([]Lag, error) {
 			kind   string
 			hide   bool
 			micros int64
+			at     *time.Time
 		)
-		if err := rows.Scan(&kind, &l.Name, &hide, &l.Bytes, &micros); err != nil {
+		if err := rows.Scan(&kind, &l.Name, &hide, &l.Bytes, &micros, &at); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read replica lag: %w", err)
 		}
@@ -119,6 +124,9 @@ func Read(ctx context.Context, q Querier) ([]Lag, error) {
 			continue
 		}
 		l.Kind, l.Replay = Kind(kind), time.Duration(micros)*time.Microsecond
+		if at != nil {
+			l.Reported = *at
+		}
 		lags = append(lags, l)
 	}
 	if err := rows.Err(); err != nil {

@@ -124,10 +124,24 @@ func TestThrottle(t *testing.T) {
 	ctx := context.Background()
 	pool := openPool(t, cluster.URL)
 	exec(t, pool, `CREATE TABLE filler (id bigserial PRIMARY KEY, pad text NOT NULL)`)
-	// write puts about 4 MB of WAL on the primary.
+	// write puts about 4 MB of WAL on the primary and returns the WAL position after it.
+	var lastWrite string
 	write := func(t *testing.T) {
 		t.Helper()
 		exec(t, pool, `INSERT INTO filler (pad) SELECT repeat('x', 1000) FROM generate_series(1, 4000)`)
+		if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lastWrite); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// replayLagOver300ms waits until the primary shows the paused standby's replay_lag over
+	// 300ms. The primary computes replay_lag when the standby reports: at once when it receives
+	// the write, then every second (its status interval) while it is paused and the primary
+	// quiet. Requiring the report of the last write rules out a stale value left by an earlier
+	// case: the report that moves flush_lsn recomputes replay_lag with it.
+	replayLagOver300ms := func(t *testing.T) {
+		t.Helper()
+		waitFor(t, pool, "replay_lag over 300ms", `SELECT flush_lsn >= $2::pg_lsn AND replay_lag > interval '300 ms'
+			FROM pg_stat_replication WHERE application_name = $1`, standby.Name, lastWrite)
 	}
 	const mb = 1 << 20
 	throttle := func(limits replica.Limits, clock *fakeClock) *replica.Throttle {
@@ -194,9 +208,7 @@ func TestThrottle(t *testing.T) {
 	})
 
 	t.Run("paused replay, replay lag over: waits until the deadline", func(t *testing.T) {
-		// The primary computes replay_lag when the standby reports, every second while it is
-		// paused and the primary quiet; wait until it shows more than the limit.
-		waitFor(t, pool, "replay_lag over 300ms", `SELECT replay_lag > interval '300 ms' FROM pg_stat_replication WHERE application_name = $1`, standby.Name)
+		replayLagOver300ms(t)
 		waitsUntilDeadline(t, replica.Limits{MaxLag: 200 * time.Millisecond})
 	})
 
@@ -240,7 +252,7 @@ func TestThrottle(t *testing.T) {
 	t.Run("caught up while the primary still shows the old replay_lag: no wait", func(t *testing.T) {
 		standby.PauseReplay(t)
 		write(t)
-		waitFor(t, pool, "replay_lag over 300ms", `SELECT replay_lag > interval '300 ms' FROM pg_stat_replication WHERE application_name = $1`, standby.Name)
+		replayLagOver300ms(t)
 		standby.ResumeReplay(t)
 		standby.WaitCaughtUp(t)
 		// After a standby catches up, the primary keeps the last measured replay_lag until the
@@ -260,7 +272,7 @@ func TestThrottle(t *testing.T) {
 		w := replica.StartWatch(ctx, pool, 20*time.Millisecond)
 		standby.PauseReplay(t)
 		write(t)
-		waitFor(t, pool, "replay_lag over 300ms", `SELECT replay_lag > interval '300 ms' FROM pg_stat_replication WHERE application_name = $1`, standby.Name)
+		replayLagOver300ms(t)
 		standby.ResumeReplay(t)
 		standby.WaitCaughtUp(t)
 		peak, err := w.Stop()

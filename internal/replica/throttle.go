@@ -38,8 +38,10 @@ func (l Limits) Off() bool { return l.MaxLag <= 0 && l.MaxLagBytes <= 0 }
 // Replay lag counts only for a standby that has WAL left to replay. PostgreSQL keeps showing the
 // last measured replay_lag for a while after a standby has caught up and the primary went quiet
 // (then NULL), and computes it only when the standby reports; a standby whose replay position is
-// the primary's current position is not behind, whatever replay_lag still says. A slot has no
-// replay lag: it counts against MaxLagBytes only.
+// the primary's current position is not behind, whatever replay_lag still says. (Right after new
+// WAL, until the standby's report on it comes back, a round trip, the old value shows with bytes
+// to replay: a throttle reading then waits one recheck for nothing, once after a quiet spell.)
+// A slot has no replay lag: it counts against MaxLagBytes only.
 func (l Limits) Over(lags []Lag) (Lag, bool) {
 	var (
 		worst Lag

@@ -22,7 +22,11 @@ type Peak struct {
 // left out: they measure what the primary keeps, not how stale a standby is.
 //
 // The peak is sampled, so it can miss a peak shorter than the interval, and it is the primary's
-// view, which learns a standby's replay position from the standby's status messages.
+// view, which learns a standby's replay position from the standby's status messages. A replay
+// lag the primary already showed when the watch started is left out until the standby reports
+// again: after a burst, PostgreSQL keeps showing its replay_lag for a while, and for the first
+// moments of the next workload (its WAL written, the standby's report not back yet) that old
+// value would be taken for the new workload's.
 type Watch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -44,6 +48,8 @@ func (w *Watch) run(ctx context.Context, q Querier, every time.Duration) {
 	defer close(w.done)
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
+	// before holds each standby's report as the first read found it.
+	var before map[string]time.Time
 	for {
 		lags, err := Read(ctx, q)
 		if ctx.Err() != nil {
@@ -55,13 +61,19 @@ func (w *Watch) run(ctx context.Context, q Querier, every time.Duration) {
 			w.mu.Unlock()
 			return
 		}
+		if before == nil {
+			before = map[string]time.Time{}
+			for _, l := range lags {
+				before[l.Name] = l.Reported
+			}
+		}
 		w.peak.Samples++
 		for _, l := range lags {
 			if l.Kind != KindStandby {
 				continue
 			}
 			w.peak.Bytes = max(w.peak.Bytes, l.Bytes)
-			if l.Bytes > 0 {
+			if at, seen := before[l.Name]; l.Bytes > 0 && (!seen || !l.Reported.Equal(at)) {
 				w.peak.Replay = max(w.peak.Replay, l.Replay)
 			}
 		}
