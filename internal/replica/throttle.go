@@ -160,7 +160,6 @@ func (t *Throttle) Wait(ctx context.Context, until time.Time) (waited time.Durat
 		return 0, nil
 	}
 	start := t.now()
-	var first Lag
 	for reads := 0; ; reads++ {
 		lags, err := t.read(ctx)
 		if err != nil {
@@ -179,14 +178,13 @@ func (t *Throttle) Wait(ctx context.Context, until time.Time) (waited time.Durat
 			return t.since(start, reads), nil
 		}
 		if reads == 0 {
-			first = worst
 			t.logger.Debug("throttled: a standby is over the replica lag limits", "kind", worst.Kind, "name", worst.Name,
 				"lag_bytes", worst.Bytes, "replay_lag", worst.Replay, "max_lag", t.limits.MaxLag, "max_lag_bytes", t.limits.MaxLagBytes)
 		}
 		left := until.Sub(now)
 		if left <= 0 {
-			t.logger.Info("throttled until the deadline: a standby is still over the replica lag limits", "kind", first.Kind, "name", first.Name, "waited_ms", now.Sub(start).Milliseconds(),
-				"lag_bytes", worst.Bytes, "replay_lag", worst.Replay)
+			t.logger.Info("throttled until the deadline: a standby is still over the replica lag limits", "kind", worst.Kind,
+				"name", worst.Name, "lag_bytes", worst.Bytes, "replay_lag", worst.Replay, "waited_ms", now.Sub(start).Milliseconds())
 			return t.since(start, reads+1), nil
 		}
 		t.sleep(ctx, min(t.recheck, left))
