@@ -47,6 +47,15 @@ const (
 	pgTimeoutResolution = time.Millisecond
 	// pgTimeoutMax is the largest statement_timeout/lock_timeout PostgreSQL accepts (INT_MAX ms).
 	pgTimeoutMax = math.MaxInt32 * time.Millisecond
+	// minReplicaLag is the smallest MAX_REPLICA_LAG: a standby that keeps up shows tens of
+	// milliseconds of replay lag under a drain (0.05s on loopback), so a smaller limit throttles
+	// healthy standbys on every batch.
+	minReplicaLag = 100 * time.Millisecond
+	// minReplicaLagBytes is the smallest MAX_REPLICA_LAG_BYTES, 1 MiB: a batch of 20000 narrow
+	// rows (the adaptive sizer's cap) writes about that much WAL, so a smaller limit would hold
+	// runs back after every batch; and a value that small is more often megabytes meant ("64")
+	// than bytes.
+	minReplicaLagBytes = 1 << 20
 	// signatureResolution is the resolution of a signature's timestamp (unix seconds): a shorter
 	// replay window would refuse fresh requests at random.
 	signatureResolution = time.Second
@@ -90,6 +99,11 @@ type API struct {
 	AppEnv        string        `env:"APP_ENV" envDefault:"development"`
 	// LogLevel is the lowest level the API logs; debug adds one line per batch.
 	LogLevel LogLevel `env:"LOG_LEVEL" envDefault:"info"`
+	// MaxReplicaLag holds a run back while a standby's replay lag is over it; empty or unset: off.
+	MaxReplicaLag time.Duration `env:"MAX_REPLICA_LAG" empty:"unset"`
+	// MaxReplicaLagBytes holds a run back while a standby, or a physical replication slot, is
+	// more WAL bytes behind; empty or unset: off.
+	MaxReplicaLagBytes int `env:"MAX_REPLICA_LAG_BYTES" empty:"unset"`
 	// Retention overrides a pass's retention, keyed "<sweep>.<pass>"; only the syntax is checked
 	// here, the sweep package checks names and floors.
 	Retention map[string]time.Duration `env:"SWEEP_RETENTION" empty:"unset"`
@@ -328,6 +342,7 @@ func (r *report) checkAPI(c *API) {
 				r.show(t.key), pgTimeoutResolution, pgTimeoutMax)
 		}
 	}
+	r.checkReplicaLag(c)
 	if r.ok(maxAge) && c.SignatureMaxAge > 0 && c.SignatureMaxAge < signatureResolution {
 		r.addf(maxAge, "%s must be >= %v: signature timestamps are whole seconds", r.show(maxAge), signatureResolution)
 	}
@@ -346,6 +361,30 @@ func (r *report) checkAPI(c *API) {
 	if c.SigningKey == "" && c.SigningKeyPrevious != "" {
 		r.addf("INTERNAL_SIGNING_KEY", "%s is set but INTERNAL_SIGNING_KEY is empty: set the current key too",
 			r.show("INTERNAL_SIGNING_KEY_PREVIOUS"))
+	}
+}
+
+// checkReplicaLag holds the replica throttle's bounds (docs/CRON.md, "Replica lag"). A negative
+// or zero MAX_REPLICA_LAG is refused by the duration check every duration gets.
+func (r *report) checkReplicaLag(c *API) {
+	const (
+		lag      = "MAX_REPLICA_LAG"
+		bytes    = "MAX_REPLICA_LAG_BYTES"
+		deadline = "SWEEP_DEADLINE"
+	)
+	if r.set(lag) && r.ok(lag) && c.MaxReplicaLag < minReplicaLag {
+		r.addf(lag, "%s must be >= %v: a standby that keeps up shows about that much under a batch", r.show(lag), minReplicaLag)
+	}
+	// The throttle sees how old the WAL a standby replays is. With a limit as long as the budget,
+	// it can only react to WAL older than the run: the run's own batches could put the standby a
+	// whole budget further behind before the throttle sees the first of them.
+	if r.set(lag) && r.ok(lag, deadline) && !(c.MaxReplicaLag < c.SweepDeadline) {
+		r.addf(lag, "%s must be < %s: the throttle would see a run's first batch only after the run",
+			r.show(lag), r.show(deadline))
+	}
+	if r.set(bytes) && r.ok(bytes) && c.MaxReplicaLagBytes < minReplicaLagBytes {
+		r.addf(bytes, "%s must be >= %d (1 MiB; it counts bytes): one large batch writes about that much WAL",
+			r.show(bytes), minReplicaLagBytes)
 	}
 }
 

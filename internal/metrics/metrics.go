@@ -34,6 +34,7 @@ type Metrics struct {
 	batchDuration *prometheus.HistogramVec
 	lastSuccess   *prometheus.GaugeVec
 	authFailures  *prometheus.CounterVec
+	throttled     *prometheus.CounterVec
 }
 
 // New builds the collectors, registers them on reg and exports every combination of labels at zero.
@@ -69,8 +70,12 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Name: "sweeprail_auth_failures_total",
 			Help: "Requests to /internal/* refused by the signature check, by reason.",
 		}, []string{"reason"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_throttled_seconds_total",
+			Help: "Time sweep runs spent waiting for standbys to come back under the replica lag limits.",
+		}, []string{"sweep"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -86,6 +91,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		m.runDuration.WithLabelValues(s.Name)
 		m.batchDuration.WithLabelValues(s.Name)
 		m.lastSuccess.WithLabelValues(s.Name)
+		m.throttled.WithLabelValues(s.Name)
 	}
 	for _, r := range labels.AuthReasons {
 		m.authFailures.WithLabelValues(r)
@@ -128,6 +134,14 @@ func (m *Metrics) Run(sweep, outcome string, d time.Duration, succeeded bool, en
 	if succeeded {
 		m.lastSuccess.WithLabelValues(sweep).Set(float64(end.UnixNano()) / 1e9)
 	}
+}
+
+// Throttled adds d, time a run of sweep waited on replica lag, to its throttled seconds.
+func (m *Metrics) Throttled(sweep string, d time.Duration) {
+	if m == nil || d <= 0 {
+		return
+	}
+	m.throttled.WithLabelValues(sweep).Add(d.Seconds())
 }
 
 // AuthFailure counts one request refused by the signature check.
