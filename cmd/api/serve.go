@@ -17,6 +17,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/trace"
@@ -98,7 +99,18 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 			logger.Warn("flush traces", "err", err)
 		}
 	}()
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m, Tracing: tr})
+	// MAX_REPLICA_LAG(_BYTES): a throttle that cannot read the standbys' lag (no pg_monitor, or
+	// a standby as DATABASE_URL) refuses boot, rather than failing every batch.
+	throttle := replica.New(replica.Config{
+		Limits: replica.Limits{MaxLag: cfg.MaxReplicaLag, MaxLagBytes: int64(cfg.MaxReplicaLagBytes)},
+		Pool:   pool, QueryTimeout: cfg.BatchStatementTimeout, Logger: logger,
+	})
+	if err := throttle.Check(ctx); err != nil {
+		pool.Close()
+		return fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
+	}
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m,
+		Tracing: tr, Throttle: throttle})
 	if err != nil {
 		pool.Close()
 		return err

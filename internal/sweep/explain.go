@@ -133,7 +133,6 @@ func condMentions(column string) func(cond string) bool {
 // simpleIdentRE is an identifier that EXPLAIN prints without quotes.
 var simpleIdentRE = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
 
-
 // bitmapConditions reports whether every leaf under a bitmap heap scan is an index scan whose
 // condition passes ok (BitmapAnd and BitmapOr combine them).
 func bitmapConditions(nodes []scanNode, ok func(cond string) bool) bool {

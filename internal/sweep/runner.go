@@ -16,6 +16,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -35,6 +36,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Tracing records spans run → pass → batch; nil records nothing.
 	Tracing *trace.Tracing
+	// Throttle holds each batch back while a standby lags past its limits, never past the run's
+	// budget; nil (or one whose limits are off) never waits.
+	Throttle *replica.Throttle
 	// Now is the clock that measures budgets and durations; nil is time.Now.
 	Now func() time.Time
 	// Sleep pauses between batches until d passes or ctx is done; nil sleeps on a timer.
@@ -232,6 +236,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
 		res.PartitionsDropped += out.PartitionsDropped
+		res.ThrottledMs += out.ThrottledMs
 		res.BatchCount += out.BatchCount
 		if out.StopReason.Severity() > res.StopReason.Severity() {
 			res.StopReason = out.StopReason

@@ -83,6 +83,8 @@ type PassResult struct {
 	// PartitionsDropped is what a partitions-mode pass dropped (or detached, with keep_detached);
 	// Deleted counts only the boundary rows its batches deleted.
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
+	// ThrottledMs is the time the pass spent waiting for standbys to catch up (MAX_REPLICA_LAG).
+	ThrottledMs int64 `json:"throttledMs"`
 }
 
 // Result is the answer of one run of POST /internal/sweep-<name>.
@@ -100,6 +102,8 @@ type Result struct {
 	Error      *ErrorInfo   `json:"error"`
 	// PartitionsDropped sums the passes' (partitions mode only; absent when zero).
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
+	// ThrottledMs sums the passes' waits for standbys (MAX_REPLICA_LAG, MAX_REPLICA_LAG_BYTES).
+	ThrottledMs int64 `json:"throttledMs"`
 }
 
 // Failed reports whether the run stopped on a failed batch, which the API answers with 500.
