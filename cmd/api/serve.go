@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/replica"
@@ -109,8 +110,9 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		pool.Close()
 		return fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
 	}
+	runs := history.New(pool, time.Duration(cfg.RunHistoryRetention))
 	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m,
-		Tracing: tr, Throttle: throttle})
+		Tracing: tr, Throttle: throttle, History: runs})
 	if err != nil {
 		pool.Close()
 		return err
@@ -124,6 +126,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:     logger,
 		Runner:     runner,
+		History:    runs,
 		Pool:       pool,
 		Verifier:   newVerifier(cfg, logger),
 		Metrics:    m,

@@ -104,6 +104,9 @@ type API struct {
 	// MaxReplicaLagBytes holds a run back while a standby, or a physical replication slot, is
 	// more WAL bytes behind; empty or unset: off.
 	MaxReplicaLagBytes int `env:"MAX_REPLICA_LAG_BYTES" empty:"unset"`
+	// RunHistoryRetention is how long the run history keeps a run (a Go duration, or whole days
+	// such as 90d); every run prunes what is older.
+	RunHistoryRetention Days `env:"RUN_HISTORY_RETENTION" envDefault:"90d"`
 	// Retention overrides a pass's retention, keyed "<sweep>.<pass>"; only the syntax is checked
 	// here, the sweep package checks names and floors.
 	Retention map[string]time.Duration `env:"SWEEP_RETENTION" empty:"unset"`
@@ -343,6 +346,7 @@ func (r *report) checkAPI(c *API) {
 		}
 	}
 	r.checkReplicaLag(c)
+	r.checkRunHistory(c)
 	if r.ok(maxAge) && c.SignatureMaxAge > 0 && c.SignatureMaxAge < signatureResolution {
 		r.addf(maxAge, "%s must be >= %v: signature timestamps are whole seconds", r.show(maxAge), signatureResolution)
 	}
@@ -361,6 +365,15 @@ func (r *report) checkAPI(c *API) {
 	if c.SigningKey == "" && c.SigningKeyPrevious != "" {
 		r.addf("INTERNAL_SIGNING_KEY", "%s is set but INTERNAL_SIGNING_KEY is empty: set the current key too",
 			r.show("INTERNAL_SIGNING_KEY_PREVIOUS"))
+	}
+}
+
+// checkRunHistory keeps the run history for at least a day: what happened last night must still
+// be there in the morning.
+func (r *report) checkRunHistory(c *API) {
+	const name = "RUN_HISTORY_RETENTION"
+	if r.ok(name) && time.Duration(c.RunHistoryRetention) < 24*time.Hour {
+		r.addf(name, "%s must be at least 1d: the history answers for what happened last night", r.show(name))
 	}
 }
 

@@ -77,6 +77,7 @@ func TestLoadAPIDefaults(t *testing.T) {
 		InternalFetchTimeout:  0,
 		ShutdownGrace:         15 * time.Second,
 		AppEnv:                "development",
+		RunHistoryRetention:   Days(90 * 24 * time.Hour),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LoadAPI defaults:\n got %+v\nwant %+v", got, want)
@@ -119,6 +120,7 @@ func TestLoadAPIAccepts(t *testing.T) {
 		{"replica lag at its floor", map[string]string{"MAX_REPLICA_LAG": "100ms"}},
 		{"replica lag just below the deadline", map[string]string{"MAX_REPLICA_LAG": "89999ms"}},
 		{"replica lag bytes at 1 MiB", map[string]string{"MAX_REPLICA_LAG_BYTES": "1048576"}},
+		{"run history in days", map[string]string{"RUN_HISTORY_RETENTION": "400d"}},
 		// 16 two-byte runes: the length is counted in bytes, not characters.
 		{"key of 32 UTF-8 bytes", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("é", 16)}},
 	}
@@ -188,6 +190,10 @@ func TestLoadAPIBounds(t *testing.T) {
 			[]string{"MAX_REPLICA_LAG=10s must be < SWEEP_DEADLINE=10s"}},
 		{"replica lag bytes negative", map[string]string{"MAX_REPLICA_LAG_BYTES": "-1"},
 			[]string{"MAX_REPLICA_LAG_BYTES=-1 must be >= 1048576"}},
+		{"run history kept less than a day", map[string]string{"RUN_HISTORY_RETENTION": "12h"},
+			[]string{"RUN_HISTORY_RETENTION=12h must be at least 1d"}},
+		{"run history retention malformed", map[string]string{"RUN_HISTORY_RETENTION": "ninety days"},
+			[]string{"RUN_HISTORY_RETENTION"}},
 		{"replica lag bytes zero", map[string]string{"MAX_REPLICA_LAG_BYTES": "0"},
 			[]string{"MAX_REPLICA_LAG_BYTES=0 must be >= 1048576"}},
 		{"replica lag bytes in megabytes by mistake", map[string]string{"MAX_REPLICA_LAG_BYTES": "64"},

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/migrations"
 )
 
 // probeServer serves NewServer over pool with the bundled catalog, for the routes that need no
@@ -87,7 +89,7 @@ func TestProbes(t *testing.T) {
 	}{
 		{name: "healthz", pool: newPool(t, migrated), path: "/healthz", status: 200, want: `{"status":"ok"}`},
 		{name: "healthz does not need the database", pool: newPool(t, down), path: "/healthz", status: 200, want: `{"status":"ok"}`},
-		{name: "readyz on a migrated database", pool: newPool(t, migrated), path: "/readyz", status: 200, want: `{"status":"ready","migration":1}`},
+		{name: "readyz on a migrated database", pool: newPool(t, migrated), path: "/readyz", status: 200, want: fmt.Sprintf(`{"status":"ready","migration":%d}`, latestSweeprail(t))},
 		{name: "readyz on an empty database", pool: newPool(t, dbtest.EmptyURL(t)), path: "/readyz", status: 503, want: "migrations_pending",
 			message: "no table sweeprail.goose_db_version): run api migrate up"},
 		{name: "readyz with only the demo schema", pool: poolWith(t, dbtest.URL(t), `DROP SCHEMA sweeprail CASCADE`), path: "/readyz", status: 503,
@@ -191,4 +193,14 @@ func TestMetricsRoute(t *testing.T) {
 			t.Errorf("exposition lacks %s", line)
 		}
 	}
+}
+
+// latestSweeprail is the newest migration of sweeprail's own set, which /readyz reports.
+func latestSweeprail(t *testing.T) int64 {
+	t.Helper()
+	v, err := migrations.Sweeprail.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
@@ -131,7 +132,8 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m})
+	runs := history.New(pool, history.DefaultRetention)
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m, History: runs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 		v = signing.NewVerifier(byteKeys(o.keys...), maxAge, time.Now, 1000)
 	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
-		Logger: logger, Runner: h.runner, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,
+		Logger: logger, Runner: h.runner, History: runs, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,
 		Bounds: o.bounds, RunContext: o.runContext,
 	}))
 	t.Cleanup(srv.Close)

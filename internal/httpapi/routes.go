@@ -29,5 +29,6 @@ func addRoutes(mux *chi.Mux, d Deps) {
 		r.Use(requireSignature(d.Logger, d.Verifier, d.Metrics))
 		r.Method(http.MethodGet, "/sweeps", handleCatalog(d.Logger, d.Runner, d.Bounds))
 		r.Method(http.MethodPost, "/sweep-{name}", handleSweep(d.Logger, d.Runner, d.RunContext))
+		r.Method(http.MethodGet, "/runs", handleRuns(d.Logger, d.History, d.Runner.Specs()))
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -33,6 +34,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Runner runs and counts the sweeps; its catalog is what the routes serve.
 	Runner *sweep.Runner
+	// History serves GET /internal/runs; nil answers 404 there.
+	History *history.Store
 	// Pool is what /readyz checks; nil makes /readyz answer 503.
 	Pool *pgxpool.Pool
 	// Verifier checks the signature of every /internal/* request. Nil means no key is configured:

@@ -61,7 +61,8 @@ func handleSweep(logger *slog.Logger, runner *sweep.Runner, runCtx context.Conte
 			return
 		}
 		// The run's spans join the request's trace; its cancellation stays runCtx's.
-		res, err := runner.Run(trace.WithSpanFrom(runCtx, r.Context()), name, sweep.Options{BatchSize: req.BatchSize})
+		res, err := runner.Run(trace.WithSpanFrom(runCtx, r.Context()), name,
+			sweep.Options{BatchSize: req.BatchSize, RequestID: requestIDFrom(r.Context())})
 		if err != nil {
 			writeError(w, r, logger, err)
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/replica"
@@ -36,6 +37,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Tracing records spans run → pass → batch; nil records nothing.
 	Tracing *trace.Tracing
+	// History records every run, skipped and failed ones included, and prunes itself; nil
+	// records nothing.
+	History *history.Store
 	// Throttle holds each batch back while a standby lags past its limits, never past the run's
 	// budget; nil (or one whose limits are off) never waits.
 	Throttle *replica.Throttle
@@ -183,6 +187,14 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	defer func() {
 		end := r.cfg.Now()
 		res.DurationMs = end.Sub(start).Milliseconds()
+		r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Finish(ctx, res, opts.RequestID) })
+		r.record(db, log, func(ctx context.Context) error {
+			n, err := r.cfg.History.Prune(ctx)
+			if n > 0 {
+				log.Debug("pruned run history", "runs", n)
+			}
+			return err
+		})
 		outcome := string(res.StopReason)
 		if res.Skipped {
 			outcome = wire.OutcomeSkipped
@@ -204,6 +216,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
 	}
+	r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
 	defer func() {
 		releaseCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
 		defer cancel()
@@ -250,6 +263,20 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		}
 	}
 	return res, nil
+}
+
+// record runs one write of the run history under the statement timeout. A history that cannot be
+// written is logged, never the run's failure: the rows the run deleted are gone either way, and
+// its answer, log line and metrics still say so.
+func (r *Runner) record(db context.Context, log *slog.Logger, write func(context.Context) error) {
+	if r.cfg.History == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	if err := write(ctx); err != nil {
+		log.Error("run history", "err", err)
+	}
 }
 
 // errorInfo turns an error into the answer's error object: a PostgreSQL error by its SQLSTATE,

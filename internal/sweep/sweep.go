@@ -126,6 +126,8 @@ type Settings struct {
 type Options struct {
 	// BatchSize overrides Settings.BatchSize as the first batch of each pass when > 0.
 	BatchSize int
+	// RequestID is the HTTP request's id, kept in the run history.
+	RequestID string
 }
 
 // CatalogPass is p as the catalog answer and `api policy check` show it: every field of its

@@ -7,7 +7,10 @@
 // (pgx). docs/DESIGN.md describes every field.
 package wire
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Routes of the signed rail.
 const (
@@ -137,6 +140,46 @@ type DryRunResult struct {
 	DryRun bool         `json:"dryRun"`
 	Passes []DryRunPass `json:"passes"`
 }
+
+// History is the answer of GET /internal/runs: runs newest first.
+type History struct {
+	Runs []HistoryRun `json:"runs"`
+}
+
+// HistoryRun is one run as the history keeps it. FinishedAt and StopReason are null for a run
+// still going, or whose process died before it could write its end; Error is null for a run
+// without one.
+type HistoryRun struct {
+	RunID             string        `json:"runId"`
+	Sweep             string        `json:"sweep"`
+	StartedAt         time.Time     `json:"startedAt"`
+	FinishedAt        *time.Time    `json:"finishedAt"`
+	StopReason        *StopReason   `json:"stopReason"`
+	Truncated         bool          `json:"truncated"`
+	Skipped           bool          `json:"skipped"`
+	Deleted           int64         `json:"deleted"`
+	Archived          int64         `json:"archived"`
+	PartitionsDropped int64         `json:"partitionsDropped"`
+	ThrottledMs       int64         `json:"throttledMs"`
+	Passes            []HistoryPass `json:"passes"`
+	Error             *ErrorInfo    `json:"error"`
+	RequestID         string        `json:"requestId"`
+}
+
+// HistoryPass is one pass of a run in the history.
+type HistoryPass struct {
+	Pass              string     `json:"pass"`
+	Deleted           int64      `json:"deleted"`
+	Archived          int64      `json:"archived"`
+	PartitionsDropped int64      `json:"partitionsDropped"`
+	StopReason        StopReason `json:"stopReason"`
+}
+
+// The range of GET /internal/runs's limit.
+const (
+	DefaultHistoryLimit = 20
+	MaxHistoryLimit     = 1000
+)
 
 // Catalog is the answer of GET /internal/sweeps. The cron client relies on sweeps[].name,
 // sweeps[].route and bounds.serverWriteTimeoutMs; the rest is for operators.
