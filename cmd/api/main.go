@@ -5,6 +5,7 @@
 //	                                  their state; --demo: the demo reference schema's too
 //	api seed-demo --rows N            create the demo reference schema when missing, fill it
 //	api policy check [file]           validate a sweep policy file against the database
+//	api grants [--role NAME] [file]   print the least privileges the API's role needs
 package main
 
 import (
@@ -52,11 +53,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return seedDemo(ctx, rest, environ, stdout, stderr)
 	case "policy":
 		return policy(ctx, rest, environ, stdout, stderr)
+	case "grants":
+		return grants(rest, environ, stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] [--demo] | seed-demo --rows N [--if-empty] | policy check [file]]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] [--demo] | seed-demo --rows N [--if-empty] | policy check [file] | grants [--role NAME] [file]]")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, migrate, seed-demo or policy)", cmd)
+	return fmt.Errorf("unknown command %q (want serve, migrate, seed-demo, policy or grants)", cmd)
 }
 
 func databaseURL(environ map[string]string) (string, error) {
