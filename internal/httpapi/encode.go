@@ -25,6 +25,9 @@ const (
 	codeDatabaseUnreachable  = "database_unreachable"
 	codeMigrationsPending    = "migrations_pending"
 	codeInternal             = "internal"
+	codeBodyTimeout          = "body_timeout"
+	codeUnexpectedQuery      = "unexpected_query"
+	codeBusy                 = "busy"
 )
 
 // errorBody is the one error envelope of the API.
