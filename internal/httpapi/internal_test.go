@@ -10,6 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sweeprail/sweeprail/internal/signing"
+	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
 // TestRecoverPanic: a panic before the answer began answers the 500 envelope and is logged; one
@@ -97,4 +102,38 @@ func FuzzDecodeSweepRequest(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", body)
 		}
 	})
+}
+
+// TestEnsureSigned: the /internal router checks the signature itself when a request reaches it
+// without passing signInternal (here: a mux built without it), and does not check twice a
+// request that did pass (a second check would refuse it as replayed).
+func TestEnsureSigned(t *testing.T) {
+	const key = "ensure-signed-test-key-0123456789abcdef"
+	runner := sweep.NewRunner(nil, sweep.Catalog(), sweep.Settings{CountTimeout: time.Second}, slog.New(slog.DiscardHandler), nil)
+	deps := Deps{Logger: slog.New(slog.DiscardHandler), Runner: runner,
+		Verifier: signing.NewVerifier([][]byte{[]byte(key)}, time.Minute, time.Now, 10), MaxDryRuns: 1, BodyTimeout: time.Second}
+	check := requireSignature(deps.Logger, deps.Verifier, nil, deps.BodyTimeout)
+
+	bare := chi.NewRouter() // no signInternal in front
+	addRoutes(bare, deps, check)
+	full := chi.NewRouter()
+	full.Use(signInternal(check))
+	addRoutes(full, deps, check)
+
+	for name, h := range map[string]http.Handler{"without signInternal": bare, "with signInternal": full} {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/internal/sweeps", nil))
+			if rec.Code != http.StatusUnauthorized {
+				t.Errorf("unsigned: HTTP %d, want 401: %s", rec.Code, rec.Body)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/internal/sweeps", nil)
+			signing.SignRequest(req, nil, []byte(key), time.Now())
+			rec = httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				t.Errorf("signed: HTTP %d, want 200: %s", rec.Code, rec.Body)
+			}
+		})
+	}
 }

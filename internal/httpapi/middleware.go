@@ -25,7 +25,11 @@ import (
 // ctxKey is the type of this package's context keys, so no other package can collide with them.
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const (
+	requestIDKey ctxKey = iota
+	// verifiedKey marks a request whose signature requireSignature accepted.
+	verifiedKey
+)
 
 // requestIDHeader carries the request id both ways: taken from a caller that sets it (a proxy),
 // returned on every answer so a client's report can be matched to the server's log.
@@ -139,9 +143,6 @@ func recoverPanic(logger *slog.Logger) func(http.Handler) http.Handler {
 		})
 	}
 }
-
-// verifiedKey marks a request whose signature requireSignature accepted.
-const verifiedKey ctxKey = iota + 1
 
 // internalPrefix is the part of the URL space behind the signature.
 const internalPrefix = "/internal"
