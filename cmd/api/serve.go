@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
@@ -57,23 +58,33 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		return fmt.Errorf("configuration refused:\n%w", err)
 	}
 	// LOG_LEVEL=debug adds a line per batch (its duration and size), for tuning BATCH_TARGET.
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()})).With("app_env", cfg.AppEnv)
+	// Masked: a pgx error may quote DATABASE_URL.
+	logger := slog.New(redactor(environ).Handler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()}))).
+		With("app_env", cfg.AppEnv)
 
 	pol, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
 	specs := pol.Specs
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	// Each connection's session is reset on release: nothing a run sets survives into the next.
+	poolCfg, err := dbpool.ParseConfig(cfg.DatabaseURL, logger)
 	if err != nil {
 		return fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	// The pool connects lazily: a database that is down at boot makes /readyz say so, rather
+	// The pools connect lazily: a database that is down at boot makes /readyz say so, rather
 	// than the process crash-looping.
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return fmt.Errorf("open database pool: %w", err)
 	}
+	// /readyz has connections of its own, which no number of sweeps can take.
+	probePool, err := pgxpool.NewWithConfig(ctx, dbpool.ProbeConfig(poolCfg))
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("open the probe's database pool: %w", err)
+	}
+	defer probePool.Close()
 
 	if err := checkPolicy(ctx, pol, pool, logger); err != nil {
 		pool.Close()
@@ -127,11 +138,12 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		Logger:     logger,
 		Runner:     runner,
 		History:    runs,
-		Pool:       pool,
+		Pool:       probePool,
 		Verifier:   newVerifier(cfg, logger),
 		Metrics:    m,
 		Gatherer:   reg,
 		RunContext: runCtx,
+		MaxDryRuns: cfg.MaxDryRuns,
 		Bounds: httpapi.Bounds{
 			ServerWriteTimeout:   cfg.ServerWriteTimeout,
 			SignatureMaxAge:      cfg.SignatureMaxAge,

@@ -59,7 +59,23 @@ const (
 	// signatureResolution is the resolution of a signature's timestamp (unix seconds): a shorter
 	// replay window would refuse fresh requests at random.
 	signatureResolution = time.Second
+	// maxSignatureMaxAge caps the replay window. A captured request stays valid (to a replica
+	// whose cache has not seen it) for this long; clocks kept by NTP are off by far less.
+	maxSignatureMaxAge = 5 * time.Minute
+	// minKeyDistinctBytes is the fewest distinct byte values a signing key may hold under
+	// APP_ENV=production: 32 copies of one letter pass the length check and carry no secret.
+	minKeyDistinctBytes = 16
+	// maxDryRunsCeiling bounds MAX_CONCURRENT_DRY_RUNS: each dry run holds a pooled connection
+	// for up to COUNT_TIMEOUT, so the cap is there to stay well below any pool size.
+	maxDryRunsCeiling = 64
 )
+
+// Production reports whether appEnv (APP_ENV) names production, which turns on the strict rules:
+// no seed-demo, and no signing key with fewer than 16 distinct bytes. The comparison ignores
+// case and surrounding spaces, so "Production" is never the lenient mode by accident.
+func Production(appEnv string) bool {
+	return strings.EqualFold(strings.TrimSpace(appEnv), "production")
+}
 
 // API is the API binary's configuration.
 type API struct {
@@ -96,7 +112,11 @@ type API struct {
 	InternalFetchTimeout time.Duration `env:"INTERNAL_FETCH_TIMEOUT"`
 	// ShutdownGrace is how long SIGTERM waits for the batch in flight and the answers.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"15s"`
-	AppEnv        string        `env:"APP_ENV" envDefault:"development"`
+	// AppEnv labels the logs; "production" (see Production) also turns on the strict rules.
+	AppEnv string `env:"APP_ENV" envDefault:"development"`
+	// MaxDryRuns caps the dry runs counting at once; more answer 429 busy. Each holds a pooled
+	// connection for up to COUNT_TIMEOUT.
+	MaxDryRuns int `env:"MAX_CONCURRENT_DRY_RUNS" envDefault:"2"`
 	// LogLevel is the lowest level the API logs; debug adds one line per batch.
 	LogLevel LogLevel `env:"LOG_LEVEL" envDefault:"info"`
 	// MaxReplicaLag holds a run back while a standby's replay lag is over it; empty or unset: off.
@@ -350,6 +370,14 @@ func (r *report) checkAPI(c *API) {
 	if r.ok(maxAge) && c.SignatureMaxAge > 0 && c.SignatureMaxAge < signatureResolution {
 		r.addf(maxAge, "%s must be >= %v: signature timestamps are whole seconds", r.show(maxAge), signatureResolution)
 	}
+	// A long window keeps a captured request replayable that long; it mends no clock worth having.
+	if r.ok(maxAge) && c.SignatureMaxAge > maxSignatureMaxAge {
+		r.addf(maxAge, "%s must be <= %v: a captured request stays valid for the whole window",
+			r.show(maxAge), maxSignatureMaxAge)
+	}
+	if r.ok("MAX_CONCURRENT_DRY_RUNS") && (c.MaxDryRuns < 1 || c.MaxDryRuns > maxDryRunsCeiling) {
+		r.addf("MAX_CONCURRENT_DRY_RUNS", "%s must be within 1..%d", r.show("MAX_CONCURRENT_DRY_RUNS"), maxDryRunsCeiling)
+	}
 
 	if r.ok("BATCH_SIZE") && (c.BatchSize < minBatchSize || c.BatchSize > maxBatchSize) {
 		r.addf("BATCH_SIZE", "%s must be within %d..%d", r.show("BATCH_SIZE"), minBatchSize, maxBatchSize)
@@ -360,6 +388,10 @@ func (r *report) checkAPI(c *API) {
 
 	r.checkKey("INTERNAL_SIGNING_KEY", c.SigningKey)
 	r.checkKey("INTERNAL_SIGNING_KEY_PREVIOUS", c.SigningKeyPrevious)
+	if Production(c.AppEnv) {
+		r.checkKeyVariety("INTERNAL_SIGNING_KEY", c.SigningKey)
+		r.checkKeyVariety("INTERNAL_SIGNING_KEY_PREVIOUS", c.SigningKeyPrevious)
+	}
 	// A previous key without a current one is a rotation half done: every route would answer 503
 	// while the operator believes the previous key still works.
 	if c.SigningKey == "" && c.SigningKeyPrevious != "" {
@@ -420,6 +452,33 @@ func (r *report) checkKey(key, value string) {
 	if value != "" && len(value) < minSigningKeyBytes {
 		r.addf(key, "%s is too short: it must be at least %d bytes", r.show(key), minSigningKeyBytes)
 	}
+}
+
+// checkKeyVariety refuses, under APP_ENV=production, a set key of fewer than
+// minKeyDistinctBytes distinct bytes: the length check alone takes 32 copies of one letter. The
+// message names the count, never the key. A hex key has at most 16 distinct bytes and a random
+// 64-digit one lacks a digit about one time in four, so the advice is base64.
+func (r *report) checkKeyVariety(key, value string) {
+	if value == "" || r.bad[key] {
+		return
+	}
+	if n := distinctBytes(value); n < minKeyDistinctBytes {
+		r.addf(key, "%s has %d distinct bytes: APP_ENV=production needs at least %d (generate one with openssl rand -base64 48)",
+			r.show(key), n, minKeyDistinctBytes)
+	}
+}
+
+// distinctBytes counts the distinct byte values of s.
+func distinctBytes(s string) int {
+	var seen [256]bool
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !seen[s[i]] {
+			seen[s[i]] = true
+			n++
+		}
+	}
+	return n
 }
 
 // checkBaseURL accepts an absolute http or https URL with a host.

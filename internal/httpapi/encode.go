@@ -26,6 +26,9 @@ const (
 	codeMigrationsPending    = "migrations_pending"
 	codePolicyTablesMissing  = "policy_tables_missing"
 	codeInternal             = "internal"
+	codeBodyTimeout          = "body_timeout"
+	codeUnexpectedQuery      = "unexpected_query"
+	codeBusy                 = "busy"
 )
 
 // errorBody is the one error envelope of the API.

@@ -87,6 +87,9 @@ type options struct {
 	settings   sweep.Settings
 	runContext context.Context
 	bounds     httpapi.Bounds
+	// bodyTimeout and maxDryRuns are passed as they are: 0 leaves NewServer's default.
+	bodyTimeout time.Duration
+	maxDryRuns  int
 }
 
 func defaultOptions() options {
@@ -144,7 +147,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Runner: h.runner, History: runs, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,
-		Bounds: o.bounds, RunContext: o.runContext,
+		Bounds: o.bounds, RunContext: o.runContext, BodyTimeout: o.bodyTimeout, MaxDryRuns: o.maxDryRuns,
 	}))
 	t.Cleanup(srv.Close)
 	h.url = srv.URL

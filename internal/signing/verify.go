@@ -75,30 +75,11 @@ func NewVerifier(keys [][]byte, maxAge time.Duration, now func() time.Time, cach
 //
 // method, path and rawQuery are what the server saw: r.Method, r.URL.Path, r.URL.RawQuery.
 func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) error {
-	if len(v.keys) == 0 {
-		return &Error{Reason: ReasonBad, Detail: "no verification key is configured"}
-	}
-	if strings.Trim(header, " \t") == "" {
-		return &Error{Reason: ReasonMissing, Detail: "no " + Header + " header"}
-	}
-	p, err := parse(header)
+	p, now, err := v.checkHeader(header)
 	if err != nil {
 		return err
 	}
-
-	// One reading of the clock for both the window and the cache, so they agree.
-	now := v.now()
-	if p.t > maxUnix {
-		return &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
-			"timestamp %d is past the year 9999: milliseconds instead of seconds?", p.t)}
-	}
 	signedAt := time.Unix(p.t, 0)
-	if skew := now.Sub(signedAt); skew > v.maxAge || skew < -v.maxAge {
-		// In whole seconds, which cannot overflow here (t ≤ maxUnix), where a Duration would
-		// saturate past 292 years.
-		return &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
-			"timestamp %d is %+ds from the server clock %d, the window is ±%s", p.t, p.t-now.Unix(), now.Unix(), v.maxAge)}
-	}
 
 	msg := message(p.ts, p.nonceText, method, path, rawQuery, body)
 	matched := false
@@ -117,6 +98,41 @@ func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) er
 
 	// The request can no longer pass after its window, so its nonce need not be remembered longer.
 	return v.seen.admit(p.nonce, signedAt.Add(v.maxAge), now)
+}
+
+// CheckHeader runs the checks of Verify that need no body: no key configured, missing,
+// malformed, stale. A server calls it before reading the body, so that a caller without a fresh,
+// well-formed header cannot make it wait for one. It records nothing; Verify must still follow.
+func (v *Verifier) CheckHeader(header string) error {
+	_, _, err := v.checkHeader(header)
+	return err
+}
+
+// checkHeader parses header and checks its timestamp against the window. It returns the clock
+// reading it used, so that the window and the replay cache agree on one instant.
+func (v *Verifier) checkHeader(header string) (parsedHeader, time.Time, error) {
+	if len(v.keys) == 0 {
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonBad, Detail: "no verification key is configured"}
+	}
+	if strings.Trim(header, " \t") == "" {
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonMissing, Detail: "no " + Header + " header"}
+	}
+	p, err := parse(header)
+	if err != nil {
+		return parsedHeader{}, time.Time{}, err
+	}
+	now := v.now()
+	if p.t > maxUnix {
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
+			"timestamp %d is past the year 9999: milliseconds instead of seconds?", p.t)}
+	}
+	if skew := now.Sub(time.Unix(p.t, 0)); skew > v.maxAge || skew < -v.maxAge {
+		// In whole seconds, which cannot overflow here (t ≤ maxUnix), where a Duration would
+		// saturate past 292 years.
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
+			"timestamp %d is %+ds from the server clock %d, the window is ±%s", p.t, p.t-now.Unix(), now.Unix(), v.maxAge)}
+	}
+	return p, now, nil
 }
 
 // parsedHeader is a parsed signature header.
