@@ -87,7 +87,7 @@ var Sweeprail = &Set{
 	Title:        "sweeprail's own schema",
 	Schema:       "sweeprail",
 	VersionTable: "sweeprail.goose_db_version",
-	Required:     []string{"sweeprail.sweep_lock", "sweeprail.run"},
+	Required:     []string{"sweeprail.sweep_lock", "sweeprail.run", "sweeprail.replay_nonce"},
 	Command:      "api migrate up",
 	lockID:       sweeprailLockID,
 }

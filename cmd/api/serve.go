@@ -19,6 +19,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/nonce"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -139,7 +140,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		Runner:     runner,
 		History:    runs,
 		Pool:       probePool,
-		Verifier:   newVerifier(cfg, logger),
+		Verifier:   newVerifier(cfg, logger, nonce.New(pool)),
 		Metrics:    m,
 		Gatherer:   reg,
 		RunContext: runCtx,
@@ -264,7 +265,7 @@ func sweepSettings(cfg config.API) sweep.Settings {
 
 // newVerifier returns the verifier of the configured keys, or nil when no key is set, which
 // closes every /internal/* route (503) rather than opening it.
-func newVerifier(cfg config.API, logger *slog.Logger) *signing.Verifier {
+func newVerifier(cfg config.API, logger *slog.Logger, store signing.ReplayStore) *signing.Verifier {
 	if cfg.SigningKey == "" {
 		logger.Warn("INTERNAL_SIGNING_KEY is empty: every /internal/* route answers 503 signing_not_configured")
 		return nil
@@ -273,7 +274,9 @@ func newVerifier(cfg config.API, logger *slog.Logger) *signing.Verifier {
 	if cfg.SigningKeyPrevious != "" {
 		keys = append(keys, []byte(cfg.SigningKeyPrevious))
 	}
-	return signing.NewVerifier(keys, cfg.SignatureMaxAge, time.Now, replayCacheSize)
+	// The in-memory cache is the first line; the store in sweeprail's own schema is shared by
+	// every replica and outlives a restart.
+	return signing.NewVerifier(keys, cfg.SignatureMaxAge, time.Now, replayCacheSize).WithStore(store)
 }
 
 // newHTTPServer returns the server with the configured bounds. WriteTimeout is what cuts a

@@ -292,5 +292,5 @@ func verify(v *signing.Verifier, r *http.Request, body []byte) error {
 	if n := len(r.Header.Values(signing.Header)); n > 1 {
 		return &signing.Error{Reason: signing.ReasonMalformed, Detail: fmt.Sprintf("%s given %d times", signing.Header, n)}
 	}
-	return v.Verify(r.Header.Get(signing.Header), r.Method, r.URL.Path, r.URL.RawQuery, body)
+	return v.VerifyContext(r.Context(), r.Header.Get(signing.Header), r.Method, r.URL.Path, r.URL.RawQuery, body)
 }

@@ -2,6 +2,7 @@ package signing
 
 import (
 	"container/heap"
+	"context"
 	"crypto/hmac"
 	"encoding/hex"
 	"fmt"
@@ -30,6 +31,21 @@ type Verifier struct {
 	maxAge time.Duration
 	now    func() time.Time
 	seen   *replayCache
+	store  ReplayStore
+}
+
+// ReplayStore remembers accepted nonces beyond one process: the second line behind the in-memory
+// cache, shared by every replica and kept across restarts (the API's is a table in PostgreSQL).
+type ReplayStore interface {
+	// Admit records nonce until expires and reports whether it was new; false means replayed.
+	Admit(ctx context.Context, nonce uuid.UUID, expires time.Time) (bool, error)
+}
+
+// WithStore returns v checking every nonce the in-memory cache admits against store too. A store
+// that fails refuses the request (fail closed) with the store's error, which is no *Error.
+func (v *Verifier) WithStore(store ReplayStore) *Verifier {
+	v.store = store
+	return v
 }
 
 // NewVerifier returns a Verifier for keys in order current, previous (empty/nil keys are ignored;
@@ -75,6 +91,11 @@ func NewVerifier(keys [][]byte, maxAge time.Duration, now func() time.Time, cach
 //
 // method, path and rawQuery are what the server saw: r.Method, r.URL.Path, r.URL.RawQuery.
 func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) error {
+	return v.VerifyContext(context.Background(), header, method, path, rawQuery, body)
+}
+
+// VerifyContext is Verify with the context that bounds the replay store's check.
+func (v *Verifier) VerifyContext(ctx context.Context, header, method, path, rawQuery string, body []byte) error {
 	p, now, err := v.checkHeader(header)
 	if err != nil {
 		return err
@@ -97,7 +118,18 @@ func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) er
 	}
 
 	// The request can no longer pass after its window, so its nonce need not be remembered longer.
-	return v.seen.admit(p.nonce, signedAt.Add(v.maxAge), now)
+	expires := signedAt.Add(v.maxAge)
+	if err := v.seen.admit(p.nonce, expires, now); err != nil || v.store == nil {
+		return err
+	}
+	fresh, err := v.store.Admit(ctx, p.nonce, expires)
+	switch {
+	case err != nil:
+		return fmt.Errorf("check nonce in the replay store: %w", err)
+	case !fresh:
+		return &Error{Reason: ReasonReplayed, Detail: "nonce " + p.nonce.String() + " was already used, by this or another replica"}
+	}
+	return nil
 }
 
 // CheckHeader runs the checks of Verify that need no body: no key configured, missing,

@@ -216,6 +216,8 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		if pgErr != nil {
 			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
 				describePgError(pgErr, p.Where, utf8.RuneCountInString(explainPrefix+prefix)))
+		} else if err := c.volatility(ctx, sweep, p); err != nil {
+			return err
 		}
 	}
 	if len(c.errs) > before {
@@ -236,6 +238,34 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 	}
 	if pgErr != nil {
 		c.fail(sweep, p.Name, field, "the %s statement does not compile: %s", p.Mode, describePgError(pgErr, "", 0))
+	}
+	return nil
+}
+
+// volatility refuses a where condition that calls a VOLATILE function or operator: such a call
+// can write (wipe_account in a subquery erased accounts past their grace) or change the session
+// (set_config), and would run even in a dry run's count, once per candidate row. The condition is
+// resolved in a transaction that is always rolled back.
+func (c *checker) volatility(ctx context.Context, sweep string, p Pass) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
+		return fmt.Errorf("set timeouts: %w", err)
+	}
+	calls, err := volatileCalls(ctx, tx, p.Table, p.Where)
+	pgErr, err := pgProblem(err)
+	switch {
+	case err != nil:
+		return err
+	case pgErr != nil:
+		c.fail(sweep, p.Name, "where", "the condition's functions could not be read: %s", describePgError(pgErr, "", 0))
+	case len(calls) > 0:
+		c.fail(sweep, p.Name, "where", "the condition calls VOLATILE %s: a condition may call only IMMUTABLE or STABLE functions, since it runs once per candidate row, in dry runs too, and could write or change the session",
+			strings.Join(calls, ", "))
 	}
 	return nil
 }
