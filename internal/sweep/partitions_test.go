@@ -139,6 +139,20 @@ func TestPartitionsMode(t *testing.T) {
 		}
 	})
 
+	t.Run("the policy of docs/POLICY.md loads", func(t *testing.T) {
+		doc, err := os.ReadFile("../../docs/POLICY.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, _ := strings.Cut(string(doc), "## Partitioned tables")
+		_, block, _ := strings.Cut(section, "```yaml\n")
+		block, _, _ = strings.Cut(block, "```")
+		specs := load(t, block)
+		if p := specs[0].Passes[0]; p.Mode != sweep.ModePartitions || p.Boundary != sweep.BoundaryDelete {
+			t.Fatalf("pass %+v", p)
+		}
+	})
+
 	t.Run("where and guards are refused in partitions mode", func(t *testing.T) {
 		_, err := sweep.LoadPolicy("p.yaml", []byte(eventsPolicy+"        where: t.id > 0\n"))
 		if err == nil || !strings.Contains(err.Error(), "where is not for mode partitions") {
