@@ -14,6 +14,7 @@
 //	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
 //	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
 //	sql.go          the statements of a pass
+//	archive.go      archive_to: the move statements, the columns a run reads, the policy check
 //	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
 //
 // The answers the API serves are the types of package wire.
@@ -83,6 +84,9 @@ type Pass struct {
 	// AllowShortRetention lowers the retention floor from MinRetention to MinShortRetention, for
 	// tables whose rows are finished within minutes (job queues keep completed jobs for a minute).
 	AllowShortRetention bool `json:"allowShortRetention,omitempty"`
+	// ArchiveTo, when set, is the table (or postgres_fdw foreign table) that each batch moves its
+	// rows to, in the statement that deletes them (archive.go); batched and single passes only.
+	ArchiveTo string `json:"archiveTo,omitempty"`
 }
 
 // Settings bound every run of a Runner.
@@ -120,7 +124,7 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, AllowUnindexed: p.AllowUnindexed,
-		AllowShortRetention: p.AllowShortRetention,
+		AllowShortRetention: p.AllowShortRetention, ArchiveTo: p.ArchiveTo,
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id")})
