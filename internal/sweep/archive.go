@@ -187,13 +187,21 @@ func (c *checker) archive(ctx context.Context, sweep string, p Pass, cutoff time
 	if kind == "f" {
 		alter = "ALTER FOREIGN TABLE" // and the remote table
 	}
+	archiveName, err := c.sqlName(ctx, strings.Split(p.ArchiveTo, ".")...)
+	if err != nil {
+		return err
+	}
 	before := len(c.errs)
 	names := make([]string, len(src.columns))
 	for i, col := range src.columns {
 		names[i] = col.name
 		if _, ok := have[col.name]; !ok {
+			colName, err := c.sqlName(ctx, col.name)
+			if err != nil {
+				return err
+			}
 			c.fail(sweep, p.Name, "archive_to", "archive_to table %q has no column %q: every column of %q is archived, by name; add it: %s %s ADD COLUMN %s %s;",
-				p.ArchiveTo, col.name, p.Table, alter, quoteQualified(p.ArchiveTo), pgx.Identifier{col.name}.Sanitize(), col.typ)
+				p.ArchiveTo, col.name, p.Table, alter, archiveName, colName, col.typ)
 		}
 	}
 	if len(c.errs) > before {
@@ -210,12 +218,16 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denie
 		if err := c.pool.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
 			return fmt.Errorf("read current user: %w", err)
 		}
+		roleName, err := c.sqlName(ctx, role)
+		if err != nil {
+			return err
+		}
 		what := fmt.Sprintf("columns %s of it", strings.Join(denied, ", "))
 		if len(denied) == len(names) {
 			what = "it"
 		}
 		c.fail(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q (%s): GRANT INSERT ON %s TO %s;",
-			role, p.ArchiveTo, what, quoteQualified(p.ArchiveTo), pgx.Identifier{role}.Sanitize())
+			role, p.ArchiveTo, what, archiveName, roleName)
 		return nil
 	}
 	// The whole insert first; column by column only when it fails, to name the columns.
@@ -253,6 +265,17 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denie
 		return c.remoteArchive(ctx, sweep, p, names)
 	}
 	return nil
+}
+
+// sqlName writes a possibly qualified name as a person would in SQL: each part quoted only where
+// it must be (quote_ident: upper case, a keyword), so that a suggested statement reads plainly.
+func (c *checker) sqlName(ctx context.Context, parts ...string) (string, error) {
+	var name string
+	if err := c.pool.QueryRow(ctx, `SELECT string_agg(quote_ident(p), '.' ORDER BY o) FROM unnest($1::text[]) WITH ORDINALITY AS a(p, o)`,
+		parts).Scan(&name); err != nil {
+		return "", fmt.Errorf("quote %q: %w", strings.Join(parts, "."), err)
+	}
+	return name, nil
 }
 
 // explainArchiveInsert plans an INSERT of columns of the swept table into the archive, and
