@@ -297,13 +297,14 @@ func TestArchive(t *testing.T) {
 			t.Errorf("archive holds %d rows, want the first batch's 100", n)
 		}
 		// The archive without the column: every run fails, naming it, and moves nothing.
-		res = run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		res = run(t, r, "audit-archive")
 		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "42703" || !strings.Contains(res.Error.Message, "source_ip") {
 			t.Fatalf("with the archive behind: %s, error %+v; want batch-error 42703 naming source_ip", res.StopReason, res.Error)
 		}
-		// The migration adds it to the archive too: the next run reads the new list.
+		// The migration adds it to the archive too: the next run of the same runner reads the new
+		// list, without a restart.
 		exec(t, pool, `ALTER TABLE archive.audit_log ADD COLUMN source_ip text`)
-		res = run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		res = run(t, r, "audit-archive")
 		if res.StopReason != wire.StopExhausted || res.Archived != 150 {
 			t.Fatalf("after the archive's migration: %s, archived %d, error %+v; want exhausted, 150", res.StopReason, res.Archived, res.Error)
 		}
@@ -415,6 +416,27 @@ func TestArchive(t *testing.T) {
 			t.Errorf("the next run archived %d, want the remaining 150", res.Archived)
 		}
 		o.check(t, pool, pool, archive, true)
+	})
+
+	// A batch that archives commits synchronously (archive.go): an archive trigger records the
+	// setting its batch ran with.
+	t.Run("an archiving batch commits synchronously", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, localArchive+`;
+CREATE TABLE archive.commit_modes (mode text NOT NULL);
+CREATE FUNCTION archive.note_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO archive.commit_modes VALUES (current_setting('synchronous_commit'));
+    RETURN NULL;
+END $$;
+CREATE TRIGGER note_commit_mode AFTER INSERT ON archive.audit_log FOR EACH STATEMENT EXECUTE FUNCTION archive.note_commit_mode()`)
+		at := dbNow(t, pool)
+		seedAudit(t, pool, at, 150, 5)
+		run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		if n := count(t, pool, `SELECT count(*) FROM archive.commit_modes WHERE mode = 'on'`); n != 2 || count(t, pool, `SELECT count(*) FROM archive.commit_modes`) != 2 {
+			t.Errorf("%d of the two batches ran with synchronous_commit on", n)
+		}
 	})
 
 	t.Run("rows archived are counted in the metric", func(t *testing.T) {
