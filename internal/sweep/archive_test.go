@@ -512,7 +512,9 @@ CREATE VIEW archive.recent AS SELECT * FROM archive.audit_log;
 CREATE TABLE archive.partitioned (LIKE public.audit_log) PARTITION BY RANGE (occurred_at);
 CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
 	const where = "where: t.retention_bucket = 'operational'"
-	pass := func(archive string) string { return policy(passYAML("audit_log", "occurred_at", where, "archive_to: "+archive)) }
+	pass := func(archive string) string {
+		return policy(passYAML("audit_log", "occurred_at", where, "archive_to: "+archive))
+	}
 	const at = `p.yaml:9: pass "p" of sweep "s": `
 
 	t.Run("accepts", func(t *testing.T) {
