@@ -147,7 +147,7 @@ func TestLoadSettings(t *testing.T) {
 		t.Fatalf("overrides: %+v, %v", s, err)
 	}
 	s, err = loadSettings(with("BENCH_ARCHIVE", "1"))
-	if err != nil || !s.archive || s.scale || s.rows != archiveRows {
+	if err != nil || !s.archive || s.scale || s.rows != 1_000_000 {
 		t.Fatalf("archive: %+v, %v", s, err)
 	}
 	if s, err = loadSettings(with("BENCH_ARCHIVE", "1", "BENCH_ROWS", "50000")); err != nil || s.rows != 50_000 {

@@ -24,7 +24,7 @@
 //	BENCH_ROUNDS        rounds of the side-by-side run, reported as medians (default 3)
 //	BENCH_SCALE         1 to run the scale run instead of the side-by-side one (default 0)
 //	BENCH_ARCHIVE       1 to run the archive run instead: archive_to (a local table, a postgres_fdw
-//	                    foreign table) against a plain delete, on BENCH_ROWS rows (default 250000)
+//	                    foreign table) against a plain delete of the same rows
 //	BENCH_BIN           the folder holding the api and sweepcron binaries (default bin)
 //	BENCH_VARIANT_ENV   "KEY=VALUE …": adds C′, the rail with these API settings, to every round
 //	BENCH_VARIANT_BIN   a folder with another build of api: adds C′ running it (with
@@ -129,9 +129,6 @@ func loadSettings(environ map[string]string) (settings, error) {
 			return s, fmt.Errorf("BENCH_ARCHIVE=1 and BENCH_SCALE=1: run one at a time")
 		}
 		s.archive = true
-		if _, ok := environ["BENCH_ROWS"]; !ok {
-			s.rows = archiveRows
-		}
 	default:
 		return s, fmt.Errorf("BENCH_ARCHIVE=%q: want 0 or 1", v)
 	}
