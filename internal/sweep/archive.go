@@ -222,11 +222,11 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denie
 		if err != nil {
 			return err
 		}
-		what := fmt.Sprintf("columns %s of it", strings.Join(denied, ", "))
+		what := fmt.Sprintf(" (columns %s)", strings.Join(denied, ", "))
 		if len(denied) == len(names) {
-			what = "it"
+			what = ""
 		}
-		c.fail(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q (%s): GRANT INSERT ON %s TO %s;",
+		c.fail(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q%s: GRANT INSERT ON %s TO %s;",
 			role, p.ArchiveTo, what, archiveName, roleName)
 		return nil
 	}

@@ -573,7 +573,7 @@ CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
 		}
 		t.Cleanup(as.Close)
 		_, err = check(t, as, pass("archive.audit_log"))
-		want := at + fmt.Sprintf(`the API's role %q may not insert into archive_to table "archive.audit_log" (columns actor_account_id, retention_bucket, details, occurred_at of it): GRANT INSERT ON archive.audit_log TO %s;`, role, role)
+		want := at + fmt.Sprintf(`the API's role %q may not insert into archive_to table "archive.audit_log" (columns actor_account_id, retention_bucket, details, occurred_at): GRANT INSERT ON archive.audit_log TO %s;`, role, role)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("got %v\nwant %s", err, want)
 		}
