@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // archive_to: each batch moves its rows to another table in the statement that deletes them,
@@ -46,8 +47,8 @@ import (
 // stay in the swept table although the archive holds them, and the next run would archive them
 // again. An archive with the swept table's primary key refuses that second copy (SQLSTATE
 // 23505, batch-error) instead of keeping it; docs/POLICY.md says what to do then. Batches of an
-// archiving pass commit synchronously: with synchronous_commit off, the local commit that the
-// remote's already happened behind could be lost in a crash, and with it the delete.
+// archiving pass commit synchronously: with synchronous_commit off, a crash could lose a local
+// commit after the remote one was durable, undoing the delete of rows the archive keeps.
 
 // archiveStatements are the statements of an archiving pass for one run: they name the swept
 // table's columns as the run read them.
@@ -104,11 +105,9 @@ SELECT count(*), max(deleted.%s) FROM deleted`, del, insert, age)
 
 // archiveColumns reads the columns of the swept table, in order, as the statements resolve it
 // (schema-qualified, or on the search_path): the list a run's archive statements name.
-func archiveColumns(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, table string) ([]string, error) {
+func archiveColumns(ctx context.Context, pool *pgxpool.Pool, table string) ([]string, error) {
 	var cols []string
-	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(a.attname::text ORDER BY a.attnum), '{}')
+	err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(a.attname::text ORDER BY a.attnum), '{}')
 FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
 		quoteQualified(table)).Scan(&cols)
 	if err != nil {
