@@ -1,10 +1,14 @@
 package sweep_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
@@ -50,8 +54,9 @@ func coldSetup(t *testing.T, pool *pgxpool.Pool) (*dbtest.ColdServer, string) {
 	return cold, coldURL
 }
 
-// coldPool opens a pool on the cold server for one look: a restart ends every connection.
-func coldPool(t *testing.T, u string) *pgxpool.Pool {
+// freshPool opens a pool of its own on u, closed at cleanup: after a cold server's restart, a
+// look at it needs connections of its own.
+func freshPool(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
 	p, err := pgxpool.New(ctx, u)
 	if err != nil {
@@ -82,7 +87,7 @@ func TestArchiveForeign(t *testing.T) {
 		if res.StopReason != wire.StopExhausted || res.Deleted != 250 || res.Archived != 250 || res.BatchCount != 3 {
 			t.Fatalf("got %s, deleted %d, archived %d in %d batches, error %+v; want exhausted, 250, 250 in 3", res.StopReason, res.Deleted, res.Archived, res.BatchCount, res.Error)
 		}
-		cp := coldPool(t, coldURL)
+		cp := freshPool(t, coldURL)
 		o.check(t, pool, cp, "audit_log_archive", true)
 		if n := count(t, cp, `SELECT count(*) FROM audit_log_archive WHERE archived_at > now() - interval '1 hour'`); n != 250 {
 			t.Errorf("%d rows with a fresh archived_at, want 250", n)
@@ -110,7 +115,7 @@ func TestArchiveForeign(t *testing.T) {
 		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "23505" || res.Archived != 0 {
 			t.Fatalf("got %s, archived %d, error %+v; want batch-error 23505, nothing moved", res.StopReason, res.Archived, res.Error)
 		}
-		cp := coldPool(t, coldURL)
+		cp := freshPool(t, coldURL)
 		if n := count(t, cp, `SELECT count(*) FROM audit_log_archive`); n != 1 {
 			t.Fatalf("cold archive holds %d rows, want the one copy", n)
 		}
@@ -154,12 +159,12 @@ func TestArchiveForeign(t *testing.T) {
 			t.Errorf("audit_log holds %d rows, want all but the 200 archived", n)
 		}
 		cold.Start(t)
-		o.check(t, pool, coldPool(t, coldURL), "audit_log_archive", false)
+		o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", false)
 		res = run(t, archiveRunner(t, pool, spec, at, 100, nil), "audit-archive")
 		if res.StopReason != wire.StopExhausted || res.Archived != 250 {
 			t.Fatalf("after the restart: %s, archived %d, error %+v; want exhausted, the remaining 250", res.StopReason, res.Archived, res.Error)
 		}
-		o.check(t, pool, coldPool(t, coldURL), "audit_log_archive", true)
+		o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", true)
 	})
 
 	// The cold server dies while a batch's rows are on their way: the remote insert waits on a
@@ -189,7 +194,7 @@ func TestArchiveForeign(t *testing.T) {
 			}
 			done <- res
 		}()
-		waitBlocked(t, coldPool(t, coldURL), "INSERT INTO public.audit_log_archive")
+		waitBlocked(t, freshPool(t, coldURL), "INSERT INTO public.audit_log_archive")
 		cold.Stop(t)
 		res := <-done
 		if res == nil || res.StopReason != wire.StopBatchError || res.Deleted != 100 || res.Archived != 100 || res.BatchCount != 2 {
@@ -197,14 +202,14 @@ func TestArchiveForeign(t *testing.T) {
 		}
 		t.Logf("the batch under the stop failed with %+v", res.Error)
 		cold.Start(t)
-		if n := o.check(t, pool, coldPool(t, coldURL), "audit_log_archive", false); n != 100 {
+		if n := o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", false); n != 100 {
 			t.Errorf("cold archive holds %d rows, want the first batch's 100", n)
 		}
 		res = run(t, archiveRunner(t, pool, spec, at, 100, nil), "audit-archive")
 		if res.StopReason != wire.StopExhausted || res.Archived != 150 {
 			t.Fatalf("after the restart: %s, archived %d, error %+v; want exhausted, the remaining 150", res.StopReason, res.Archived, res.Error)
 		}
-		o.check(t, pool, coldPool(t, coldURL), "audit_log_archive", true)
+		o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", true)
 	})
 
 	t.Run("the policy check asks the remote table for the columns", func(t *testing.T) {
@@ -231,4 +236,87 @@ func TestArchiveForeign(t *testing.T) {
 			t.Fatalf("got %v\nwant %s", err, want)
 		}
 	})
+}
+
+// sqlTrace records the statements a pool sends.
+type sqlTrace struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *sqlTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, data.SQL)
+	return ctx
+}
+
+func (s *sqlTrace) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestArchivePolicyDoc keeps docs/POLICY.md's worked example of archive_to true: its SQL, run on
+// a cold server and the swept database (with the cold server's address, and the API's role
+// being the test's), makes an archive the check accepts without a warning; its policy moves the
+// rows; and the statement it shows is the one a batch sends.
+func TestArchivePolicyDoc(t *testing.T) {
+	t.Parallel()
+	blocks := policyDoc(t, "Archiving before delete")
+	var langs []string
+	for _, b := range blocks {
+		langs = append(langs, b.lang)
+	}
+	if !slices.Equal(langs, []string{"sql", "sql", "yaml", "sql"}) {
+		t.Fatalf("blocks %v, want the cold side's sql, the hot side's sql, the policy and the statement", langs)
+	}
+	coldSQL, hotSQL, yaml, statement := blocks[0].text, blocks[1].text, blocks[2].text, blocks[3].text
+
+	u := dbtest.URL(t)
+	cold := dbtest.StartColdServer(t)
+	coldURL := cold.Database(t, "cold")
+	if _, err := dbtest.Conn(t, coldURL).Exec(ctx, coldSQL); err != nil {
+		t.Fatalf("the cold side's SQL: %v", err)
+	}
+	admin := freshPool(t, u)
+	exec(t, admin, strings.NewReplacer(
+		"host 'cold.internal'", fmt.Sprintf("host '127.0.0.1', port '%d'", cold.Port),
+		"FOR sweeprail", "FOR CURRENT_USER",
+		"TO sweeprail", "TO CURRENT_USER",
+	).Replace(hotSQL))
+
+	if warnings, err := check(t, admin, yaml); err != nil || len(warnings) > 0 {
+		t.Fatalf("the check: %v, warnings %q", err, warnings)
+	}
+	pol, err := sweep.LoadPolicy("p.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := &sqlTrace{}
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	at := dbNow(t, pool)
+	seedAudit(t, pool, at, 40, 5)
+	o := newAuditOracle(t, pool, at)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
+	res := run(t, r, "audit-log")
+	if res.StopReason != wire.StopExhausted || res.Passes[0].Archived != 40 || res.Passes[1].Archived != 0 {
+		t.Fatalf("answer %+v; want exhausted, 40 archived by operational, none by compliance", res)
+	}
+	o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", true)
+
+	words := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	trace.mu.Lock()
+	defer trace.mu.Unlock()
+	for _, q := range trace.sql {
+		if words(q) == words(statement) {
+			return
+		}
+	}
+	t.Errorf("no batch sent the statement the docs show:\n%s\nsent:\n%s", statement, strings.Join(trace.sql, "\n---\n"))
 }
