@@ -32,11 +32,13 @@ type Labels struct {
 type Metrics struct {
 	rowsDeleted   *prometheus.CounterVec
 	rowsArchived  *prometheus.CounterVec
+	partsDropped  *prometheus.CounterVec
 	runs          *prometheus.CounterVec
 	runDuration   *prometheus.HistogramVec
 	batchDuration *prometheus.HistogramVec
 	lastSuccess   *prometheus.GaugeVec
 	authFailures  *prometheus.CounterVec
+	throttled     *prometheus.CounterVec
 }
 
 // New builds the collectors, registers them on reg and exports every combination of labels at zero.
@@ -49,6 +51,10 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		rowsArchived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_archived_total",
 			Help: "Rows moved to an archive table by sweeps (archive_to), by sweep and pass; each was also counted as deleted.",
+		}, []string{"sweep", "pass"}),
+		partsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_partitions_dropped_total",
+			Help: "Partitions dropped (or detached, with keep_detached) by partitions-mode passes, by sweep and pass.",
 		}, []string{"sweep", "pass"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_runs_total",
@@ -72,8 +78,12 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Name: "sweeprail_auth_failures_total",
 			Help: "Requests to /internal/* refused by the signature check, by reason.",
 		}, []string{"reason"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_throttled_seconds_total",
+			Help: "Time sweep runs spent waiting for standbys to come back under the replica lag limits.",
+		}, []string{"sweep"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -81,6 +91,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	for _, s := range labels.Sweeps {
 		for _, p := range s.Passes {
 			m.rowsDeleted.WithLabelValues(s.Name, p)
+			m.partsDropped.WithLabelValues(s.Name, p)
 		}
 		for _, p := range s.Archiving {
 			m.rowsArchived.WithLabelValues(s.Name, p)
@@ -91,6 +102,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		m.runDuration.WithLabelValues(s.Name)
 		m.batchDuration.WithLabelValues(s.Name)
 		m.lastSuccess.WithLabelValues(s.Name)
+		m.throttled.WithLabelValues(s.Name)
 	}
 	for _, r := range labels.AuthReasons {
 		m.authFailures.WithLabelValues(r)
@@ -114,6 +126,14 @@ func (m *Metrics) RowsArchived(sweep, pass string, n int64) {
 	m.rowsArchived.WithLabelValues(sweep, pass).Add(float64(n))
 }
 
+// PartitionsDropped adds n to a pass's dropped (or detached) partitions.
+func (m *Metrics) PartitionsDropped(sweep, pass string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.partsDropped.WithLabelValues(sweep, pass).Add(float64(n))
+}
+
 // Batch records one batch transaction's duration.
 func (m *Metrics) Batch(sweep string, d time.Duration) {
 	if m == nil {
@@ -133,6 +153,14 @@ func (m *Metrics) Run(sweep, outcome string, d time.Duration, succeeded bool, en
 	if succeeded {
 		m.lastSuccess.WithLabelValues(sweep).Set(float64(end.UnixNano()) / 1e9)
 	}
+}
+
+// Throttled adds d, time a run of sweep waited on replica lag, to its throttled seconds.
+func (m *Metrics) Throttled(sweep string, d time.Duration) {
+	if m == nil || d <= 0 {
+		return
+	}
+	m.throttled.WithLabelValues(sweep).Add(d.Seconds())
 }
 
 // AuthFailure counts one request refused by the signature check.

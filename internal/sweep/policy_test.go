@@ -152,7 +152,7 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"sweep name with underscore", "sweeps:\n  - name: old_notes\n    passes:\n" + goodPass, []string{`p.yaml:2: sweep "old_notes": the name must be`}},
 		{"pass name not URL-safe", onePass(strings.Replace(goodPass, "name: read", "name: Read Ones", 1)), []string{`p.yaml:4: pass "Read Ones" of sweep "notes": the name must be`}},
 		{"no passes", "sweeps:\n  - name: notes\n", []string{`p.yaml:2: sweep "notes": no passes: key`}},
-		{"unknown mode", onePass(goodPass + "        mode: bulk\n"), []string{`p.yaml:8: pass "read" of sweep "notes": unknown mode "bulk": want batched (the default), single or per-row`}},
+		{"unknown mode", onePass(goodPass + "        mode: bulk\n"), []string{`p.yaml:8: pass "read" of sweep "notes": unknown mode "bulk": want batched (the default), single, per-row or partitions`}},
 		{"per-row without function", onePass(goodPass + "        mode: per-row\n"), []string{`p.yaml:8: pass "read" of sweep "notes": mode per-row needs a function`}},
 		{"function without per-row", onePass(goodPass + "        function: wipe\n"), []string{`p.yaml:8: pass "read" of sweep "notes": function is only for mode per-row (this pass is batched)`}},
 		{"key_column without per-row", onePass(goodPass + "        key_column: id\n"), []string{`p.yaml:8: pass "read" of sweep "notes": key_column is only for mode per-row`}},

@@ -130,7 +130,7 @@ func (c *checker) fail(sweep, pass, field, format string, args ...any) {
 // runs only when the one before found nothing: what is missing from the catalog would only make
 // every statement fail to compile, and a statement that does not compile has no plan.
 func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
-	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.catalog, c.compile, c.indexes, c.archive} {
+	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.catalog, c.partitions, c.compile, c.indexes, c.archive} {
 		before := len(c.errs)
 		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
 			return err
@@ -216,6 +216,8 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		if pgErr != nil {
 			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
 				describePgError(pgErr, p.Where, utf8.RuneCountInString(explainPrefix+prefix)))
+		} else if err := c.volatility(ctx, sweep, p); err != nil {
+			return err
 		}
 	}
 	if len(c.errs) > before {
@@ -240,6 +242,34 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 	return nil
 }
 
+// volatility refuses a where condition that calls a VOLATILE function or operator: such a call
+// can write (wipe_account in a subquery erased accounts past their grace) or change the session
+// (set_config), and would run even in a dry run's count, once per candidate row. The condition is
+// resolved in a transaction that is always rolled back.
+func (c *checker) volatility(ctx context.Context, sweep string, p Pass) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
+		return fmt.Errorf("set timeouts: %w", err)
+	}
+	calls, err := volatileCalls(ctx, tx, p.Table, p.Where)
+	pgErr, err := pgProblem(err)
+	switch {
+	case err != nil:
+		return err
+	case pgErr != nil:
+		c.fail(sweep, p.Name, "where", "the condition's functions could not be read: %s", describePgError(pgErr, "", 0))
+	case len(calls) > 0:
+		c.fail(sweep, p.Name, "where", "the condition calls VOLATILE %s: a condition may call only IMMUTABLE or STABLE functions, since it runs once per candidate row, in dry runs too, and could write or change the session",
+			strings.Join(calls, ", "))
+	}
+	return nil
+}
+
 // unindexed is one read the batch select would make without an index, and the index that fixes it.
 type unindexed struct{ what, fix string }
 
@@ -249,6 +279,9 @@ type unindexed struct{ what, fix string }
 // one can serve at all, so the answer does not depend on the table's size: the same on an empty
 // CI database as on production.
 func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+	if p.Mode == ModePartitions && p.Boundary == BoundaryKeep {
+		return nil // no batch ever runs: whole partitions go, by the catalog
+	}
 	raw, err := c.explain(ctx, true, buildStatements(p).probe, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return err

@@ -39,6 +39,18 @@ const (
 	ModeSingle Mode = "single"
 	// ModePerRow calls a SQL function once per eligible key, each call in its own transaction.
 	ModePerRow Mode = "per-row"
+	// ModePartitions detaches and drops every partition of a range-partitioned table whose upper
+	// bound is at or before the cutoff, then deletes the boundary rows in batches.
+	ModePartitions Mode = "partitions"
+)
+
+// The boundary choices of a partitions-mode pass.
+const (
+	// BoundaryDelete deletes, in batches, the rows past the cutoff in the partition that
+	// straddles it and in a default partition (the default).
+	BoundaryDelete = "delete"
+	// BoundaryKeep leaves them for the day their partition expires whole.
+	BoundaryKeep = "keep"
 )
 
 // ErrUnknownSweep is returned for a sweep name the catalog does not hold.
@@ -84,6 +96,10 @@ type Pass struct {
 	// AllowShortRetention lowers the retention floor from MinRetention to MinShortRetention, for
 	// tables whose rows are finished within minutes (job queues keep completed jobs for a minute).
 	AllowShortRetention bool `json:"allowShortRetention,omitempty"`
+	// KeepDetached, in partitions mode, detaches expired partitions without dropping them.
+	KeepDetached bool `json:"keepDetached,omitempty"`
+	// Boundary, in partitions mode, is BoundaryDelete (when empty) or BoundaryKeep.
+	Boundary string `json:"boundary,omitempty"`
 	// ArchiveTo, when set, is the table (or postgres_fdw foreign table) that each batch moves its
 	// rows to, in the statement that deletes them (archive.go); batched and single passes only.
 	ArchiveTo string `json:"archiveTo,omitempty"`
@@ -114,6 +130,8 @@ type Settings struct {
 type Options struct {
 	// BatchSize overrides Settings.BatchSize as the first batch of each pass when > 0.
 	BatchSize int
+	// RequestID is the HTTP request's id, kept in the run history.
+	RequestID string
 }
 
 // CatalogPass is p as the catalog answer and `api policy check` show it: every field of its
@@ -124,7 +142,8 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, AllowUnindexed: p.AllowUnindexed,
-		AllowShortRetention: p.AllowShortRetention, ArchiveTo: p.ArchiveTo,
+		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
+		ArchiveTo: p.ArchiveTo,
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id")})
