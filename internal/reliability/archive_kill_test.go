@@ -106,7 +106,7 @@ FROM generate_series(1, $1::int) i`, fresh)
 	answered := make(chan answer, 1)
 	go func() { answered <- send(req) }()
 	waitFor(t, "the run to hold its lease and archive three batches", 15*time.Second, func() bool {
-		return scalar[int64](t, pool, `SELECT count(*) FROM sweep_lock WHERE label = 'audit-archive'`) == 1 &&
+		return scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.sweep_lock WHERE label = 'audit-archive'`) == 1 &&
 			scalar[int64](t, coldPool, `SELECT count(*) FROM audit_log_archive`) >= 3*batch
 	})
 	first.kill9(t)
@@ -125,7 +125,7 @@ FROM generate_series(1, $1::int) i`, fresh)
 	env["BATCH_PAUSE"], env["BATCH_TARGET"] = "0s", ""
 	second := startAPI(t, "reliability-archive-second", u, env)
 	waitFor(t, "the dead run's lease to expire on the database clock", 10*time.Second, func() bool {
-		return scalar[bool](t, pool, `SELECT coalesce(bool_and(locked_until < now()), true) FROM sweep_lock WHERE label = 'audit-archive'`)
+		return scalar[bool](t, pool, `SELECT coalesce(bool_and(locked_until < now()), true) FROM sweeprail.sweep_lock WHERE label = 'audit-archive'`)
 	})
 	a := second.post(t, "audit-archive", `{}`)
 	if a.err != nil || a.status != http.StatusOK {

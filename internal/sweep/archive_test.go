@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -439,6 +440,25 @@ CREATE TRIGGER note_commit_mode AFTER INSERT ON archive.audit_log FOR EACH STATE
 		}
 	})
 
+	t.Run("the run history records what was archived", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, localArchive)
+		at := dbNow(t, pool)
+		seedAudit(t, pool, at, 150, 5)
+		store := history.New(pool, 30*24*time.Hour)
+		spec := auditArchiveSpec(sweep.ModeBatched, archive)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at), History: store})
+		run(t, r, "audit-archive")
+		runs, err := store.List(ctx, "audit-archive", 1)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("%+v %v", runs, err)
+		}
+		if h := runs[0]; h.Deleted != 150 || h.Archived != 150 || len(h.Passes) != 1 || h.Passes[0].Archived != 150 {
+			t.Errorf("history %+v, want 150 deleted and archived, in the run and its pass", h)
+		}
+	})
+
 	t.Run("rows archived are counted in the metric", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
@@ -480,6 +500,8 @@ func TestArchivePolicy(t *testing.T) {
 	for _, tc := range []struct{ name, pass, want string }{
 		{"per-row", passYAML("accounts", "deletion_requested_at", "mode: per-row", "function: wipe_account", "archive_to: archive.accounts"),
 			`p.yaml:10: pass "p" of sweep "s": archive_to is for modes batched and single`},
+		{"partitions", passYAML("audit_log", "occurred_at", "mode: partitions", "archive_to: archive.audit_log"),
+			`p.yaml:9: pass "p" of sweep "s": archive_to is for modes batched and single: in mode partitions a dropped partition's rows would not be archived`},
 		{"the table itself", passYAML("audit_log", "occurred_at", "archive_to: audit_log"),
 			`p.yaml:8: pass "p" of sweep "s": archive_to "audit_log" is the swept table itself`},
 		{"quoted", passYAML("audit_log", "occurred_at", `archive_to: '"archive".audit_log'`),
