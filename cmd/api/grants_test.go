@@ -128,4 +128,66 @@ func TestGrants(t *testing.T) {
 			t.Fatalf("without DELETE: %d %+v (error %+v), want 500 batch-error 42501 naming notifications", status, res, res.Error)
 		}
 	})
+
+	// An archiving pass adds INSERT on its archive (and USAGE on the archive's schema), and the
+	// API runs it, policy check included, on exactly those.
+	t.Run("an archiving pass", func(t *testing.T) {
+		archivePolicy := filepath.Join(dir, "archive.yaml")
+		if err := os.WriteFile(archivePolicy, []byte(strings.Replace(grantsPolicy, "        where: t.read_at IS NOT NULL\n",
+			"        where: t.read_at IS NOT NULL\n        archive_to: archive.notifications\n", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		role := "sweeper_" + randomHex(t)
+		out := grantsFor(t, map[string]string{}, "--role", role, archivePolicy)
+		for _, want := range []string{
+			`GRANT USAGE ON SCHEMA "archive" TO "` + role + `";`,
+			`GRANT INSERT ON "archive"."notifications" TO "` + role + `";`,
+		} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("grants lack %s:\n%s", want, out)
+			}
+		}
+		u := dbtest.URL(t)
+		admin, err := pgxpool.New(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(admin.Close)
+		exec := func(sql string) {
+			t.Helper()
+			if _, err := admin.Exec(context.Background(), sql); err != nil {
+				t.Fatalf("%v\n%s", err, sql)
+			}
+		}
+		exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
+		t.Cleanup(func() {
+			_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+			_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
+		})
+		exec(`CREATE SCHEMA archive; CREATE TABLE archive.notifications (LIKE public.notifications INCLUDING ALL)`)
+		for _, stmt := range sqlStatements(out) {
+			exec(stmt)
+		}
+		exec(`INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com')`)
+		exec(`INSERT INTO notifications (account_id, kind, read_at)
+			SELECT '00000000-0000-0000-0000-000000000001', 'old', now() - interval '40 days' FROM generate_series(1, 25)`)
+		s := startServe(t, map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
+			"SWEEP_POLICY_FILE": archivePolicy})
+		resp, err := http.DefaultClient.Do(signedRequest(t, http.MethodPost, s.url+"/internal/sweep-notifications", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res wire.Result
+		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || res.StopReason != wire.StopExhausted || res.Archived != 25 {
+			t.Fatalf("as the least-privileged role: %d %+v (error %+v), want exhausted with 25 archived", resp.StatusCode, res, res.Error)
+		}
+		var n int
+		if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM archive.notifications`).Scan(&n); err != nil || n != 25 {
+			t.Fatalf("archive holds %d rows (%v), want 25", n, err)
+		}
+	})
 }

@@ -138,6 +138,9 @@ func describePasses(passes []sweep.Pass) string {
 		if c.AllowShortRetention {
 			b.WriteString(", short retention allowed")
 		}
+		if c.ArchiveTo != "" {
+			b.WriteString(", archived to " + c.ArchiveTo)
+		}
 		b.WriteString(")")
 		parts[i] = b.String()
 	}

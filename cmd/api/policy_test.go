@@ -42,7 +42,8 @@ func TestPolicyCheck(t *testing.T) {
 	if _, err := conn.Exec(ctx, `
 CREATE TABLE sessions (id bigserial PRIMARY KEY, expires_at timestamptz NOT NULL);
 CREATE INDEX ON sessions (expires_at);
-CREATE TABLE scratch (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL)`); err != nil {
+CREATE TABLE scratch (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL);
+CREATE TABLE sessions_archive (LIKE sessions)`); err != nil {
 		t.Fatal(err)
 	}
 	good := writePolicy(t, sessionsPolicy)
@@ -62,6 +63,8 @@ CREATE TABLE scratch (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL)
 				"\n  account-erasure: requested (accounts.deletion_requested_at older than 30d where t.deleted_at IS NULL, per-row calling wipe_account(id))\n"}},
 		{name: "a user's file", args: []string{"check", good}, env: env,
 			wantOut: []string{good + ": OK: 1 sweeps, 1 passes", "\n  expired-sessions: expired (sessions.expires_at older than 1d, batched)\n"}},
+		{name: "an archiving pass", args: []string{"check", writePolicy(t, sessionsPolicy+"        archive_to: sessions_archive\n")}, env: env,
+			wantOut: []string{"\n  expired-sessions: expired (sessions.expires_at older than 1d, batched, archived to sessions_archive)\n"}},
 		{name: "SWEEP_POLICY_FILE without an argument", args: []string{"check"},
 			env:     map[string]string{"DATABASE_URL": u, "SWEEP_POLICY_FILE": good},
 			wantOut: []string{good + ": OK"}},

@@ -146,8 +146,17 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil || s.rows != 200_000 || !s.scale || len(s.variantEnv) != 2 || s.variantEnv[1] != "BATCH_PAUSE=0s" {
 		t.Fatalf("overrides: %+v, %v", s, err)
 	}
+	s, err = loadSettings(with("BENCH_ARCHIVE", "1"))
+	if err != nil || !s.archive || s.scale || s.rows != 1_000_000 {
+		t.Fatalf("archive: %+v, %v", s, err)
+	}
+	if s, err = loadSettings(with("BENCH_ARCHIVE", "1", "BENCH_ROWS", "50000")); err != nil || s.rows != 50_000 {
+		t.Fatalf("archive with rows: %+v, %v", s, err)
+	}
 	for _, bad := range []map[string]string{
 		{},
+		with("BENCH_ARCHIVE", "yes"),
+		with("BENCH_ARCHIVE", "1", "BENCH_SCALE", "1"),
 		with("BENCH_ROWS", "1e6"),
 		with("BENCH_ROWS", "100"),
 		with("BENCH_SCALE", "yes"),

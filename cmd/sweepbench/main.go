@@ -23,6 +23,8 @@
 //	BENCH_ROWS          rows seeded into notifications (default 1000000)
 //	BENCH_ROUNDS        rounds of the side-by-side run, reported as medians (default 3)
 //	BENCH_SCALE         1 to run the scale run instead of the side-by-side one (default 0)
+//	BENCH_ARCHIVE       1 to run the archive run instead: archive_to (a local table, a postgres_fdw
+//	                    foreign table) against a plain delete of the same rows
 //	BENCH_BIN           the folder holding the api and sweepcron binaries (default bin)
 //	BENCH_VARIANT_ENV   "KEY=VALUE …": adds C′, the rail with these API settings, to every round
 //	BENCH_VARIANT_BIN   a folder with another build of api: adds C′ running it (with
@@ -57,6 +59,7 @@ type settings struct {
 	databaseURL string
 	rows        int
 	scale       bool
+	archive     bool
 	binDir      string
 	out         string
 	command     string
@@ -119,6 +122,16 @@ func loadSettings(environ map[string]string) (settings, error) {
 	default:
 		return s, fmt.Errorf("BENCH_SCALE=%q: want 0 or 1", v)
 	}
+	switch v := environ["BENCH_ARCHIVE"]; v {
+	case "", "0":
+	case "1":
+		if s.scale {
+			return s, fmt.Errorf("BENCH_ARCHIVE=1 and BENCH_SCALE=1: run one at a time")
+		}
+		s.archive = true
+	default:
+		return s, fmt.Errorf("BENCH_ARCHIVE=%q: want 0 or 1", v)
+	}
 	for key, dst := range map[string]*string{"BENCH_BIN": &s.binDir, "BENCH_OUT": &s.out, "BENCH_COMMAND": &s.command} {
 		if v, ok := environ[key]; ok {
 			if v == "" {
@@ -147,14 +160,22 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 	defer b.close()
 
 	var section, marker string
-	if s.scale {
+	switch {
+	case s.archive:
+		res, err := b.archiveRun(ctx)
+		if err != nil {
+			return err
+		}
+		res.elapsed = time.Since(began)
+		section, marker = renderArchive(b.machine, s, res), archiveMarker
+	case s.scale:
 		res, err := b.scaleRun(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
 		section, marker = renderScale(b.machine, s, res), scaleMarker
-	} else {
+	default:
 		res, err := b.sideBySide(ctx)
 		if err != nil {
 			return err

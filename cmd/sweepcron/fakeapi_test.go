@@ -216,7 +216,7 @@ func okBody(name string) string {
 }
 
 func truncatedBody(name string) string {
-	return fmt.Sprintf(`{"sweep":%q,"runId":"r2","deleted":1000,"batchCount":1000,"durationMs":90000,
+	return fmt.Sprintf(`{"sweep":%q,"runId":"r2","deleted":1000,"archived":1000,"batchCount":1000,"durationMs":90000,
 "truncated":true,"stopReason":"batch-cap","passes":[{"pass":"p","deleted":1000,"batchCount":1000,"stopReason":"batch-cap"}],"error":null}`, name)
 }
 

@@ -47,7 +47,7 @@ func TestRunCallsEveryRouteAndReportsEachFailure(t *testing.T) {
 		{"b-batch", "batch-error", `error=23503 pass="p"`},
 		{"c-unauth", "fail", "HTTP 401: bad_signature: no v1 matches"},
 		{"d-html", "unparseable", "not JSON"},
-		{"e-trunc", "truncated", "stop=batch-cap"},
+		{"e-trunc", "truncated", "deleted=1000 archived=1000 batches=1000 duration=90000ms stop=batch-cap"},
 		{"f-skip", "skipped", "stop=lease-held"},
 		{"g-notsweep", "unparseable", `no "sweep"`},
 	} {

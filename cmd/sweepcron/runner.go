@@ -263,7 +263,11 @@ func formatLine(rr routeResult, width int) string {
 			b.WriteString(" " + formatDryRunPass(p))
 		}
 	default:
-		fmt.Fprintf(&b, " deleted=%d batches=%d duration=%dms stop=%s", a.Deleted, a.BatchCount, a.DurationMs, a.StopReason)
+		fmt.Fprintf(&b, " deleted=%d", a.Deleted)
+		if a.Archived > 0 {
+			fmt.Fprintf(&b, " archived=%d", a.Archived)
+		}
+		fmt.Fprintf(&b, " batches=%d duration=%dms stop=%s", a.BatchCount, a.DurationMs, a.StopReason)
 		if a.Error != nil {
 			fmt.Fprintf(&b, " error=%s pass=%q message=%q", a.Error.Code, a.Error.Pass, a.Error.Message)
 		}

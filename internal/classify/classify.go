@@ -116,6 +116,7 @@ type Answer struct {
 	DryRun     bool       `json:"dryRun"`
 	Skipped    bool       `json:"skipped"`
 	Deleted    int64      `json:"deleted"`
+	Archived   int64      `json:"archived,omitempty"`
 	BatchCount int        `json:"batchCount"`
 	DurationMs int64      `json:"durationMs"`
 	Truncated  bool       `json:"truncated"`
@@ -264,6 +265,7 @@ type wireAnswer struct {
 	DryRun     bool            `json:"dryRun"`
 	Skipped    bool            `json:"skipped"`
 	Deleted    int64           `json:"deleted"`
+	Archived   int64           `json:"archived"`
 	BatchCount int             `json:"batchCount"`
 	DurationMs int64           `json:"durationMs"`
 	Truncated  bool            `json:"truncated"`
@@ -298,7 +300,7 @@ func parse(body []byte) (*Answer, error) {
 		return nil, errors.New(`not a sweep answer: empty "sweep"`)
 	}
 	a := &Answer{
-		Sweep: w.Sweep, RunID: w.RunID, DryRun: w.DryRun, Skipped: w.Skipped, Deleted: w.Deleted,
+		Sweep: w.Sweep, RunID: w.RunID, DryRun: w.DryRun, Skipped: w.Skipped, Deleted: w.Deleted, Archived: w.Archived,
 		BatchCount: w.BatchCount, DurationMs: w.DurationMs, Truncated: w.Truncated,
 		StopReason: w.StopReason, Error: w.Error,
 	}

@@ -53,9 +53,8 @@ func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string) 
 		return nil
 	}
 	passes := make([]wire.HistoryPass, 0, len(res.Passes))
-	var archived int64
 	for _, p := range res.Passes {
-		passes = append(passes, wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason})
+		passes = append(passes, wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, Archived: p.Archived, PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason})
 	}
 	passJSON, err := json.Marshal(passes)
 	if err != nil {
@@ -75,7 +74,7 @@ ON CONFLICT (run_id) DO UPDATE SET finished_at = now(), stop_reason = EXCLUDED.s
     skipped = EXCLUDED.skipped, deleted = EXCLUDED.deleted, archived = EXCLUDED.archived,
     partitions_dropped = EXCLUDED.partitions_dropped, throttled_ms = EXCLUDED.throttled_ms, passes = EXCLUDED.passes,
     error = EXCLUDED.error`,
-		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, archived,
+		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, res.Archived,
 		res.PartitionsDropped, res.ThrottledMs, passJSON, errJSON, requestID)
 	if err != nil {
 		return fmt.Errorf("record run end: %w", err)

@@ -121,7 +121,7 @@ func NewServer(deps Deps) http.Handler {
 }
 
 // MetricLabels lists every label value the metrics of a server over specs can take: each sweep
-// and pass, each outcome, each reason the signature check refuses for. metrics.New exports them
+// and pass (and which passes archive), each outcome, each reason the signature check refuses for. metrics.New exports them
 // all at zero from boot.
 func MetricLabels(specs []sweep.Spec) metrics.Labels {
 	l := metrics.Labels{Outcomes: wire.Outcomes()}
@@ -129,6 +129,9 @@ func MetricLabels(specs []sweep.Spec) metrics.Labels {
 		ms := metrics.Sweep{Name: s.Name}
 		for _, p := range s.Passes {
 			ms.Passes = append(ms.Passes, p.Name)
+			if p.ArchiveTo != "" {
+				ms.Archiving = append(ms.Archiving, p.Name)
+			}
 		}
 		l.Sweeps = append(l.Sweeps, ms)
 	}

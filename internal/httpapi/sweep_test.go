@@ -97,7 +97,7 @@ func TestBadBodies(t *testing.T) {
 }
 
 // resultKeys are the keys of a sweep answer, as docs/DESIGN.md shows it.
-var resultKeys = []string{"batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "throttledMs", "truncated"}
+var resultKeys = []string{"archived", "batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "throttledMs", "truncated"}
 
 // sweepAnswer decodes a sweep answer and checks it has exactly docs/DESIGN.md's keys.
 func sweepAnswer(t *testing.T, a answer) wire.Result {

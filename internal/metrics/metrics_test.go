@@ -13,7 +13,7 @@ import (
 
 func labels() metrics.Labels {
 	return metrics.Labels{
-		Sweeps:      []metrics.Sweep{{Name: "notifications", Passes: []string{"read"}}, {Name: "audit-log", Passes: []string{"operational", "compliance"}}},
+		Sweeps:      []metrics.Sweep{{Name: "notifications", Passes: []string{"read"}}, {Name: "audit-log", Passes: []string{"operational", "compliance"}, Archiving: []string{"operational"}}},
 		Outcomes:    []string{"exhausted", "batch-error", "skipped"},
 		AuthReasons: []string{"bad_signature", "replayed"},
 	}
@@ -27,6 +27,7 @@ func TestNew(t *testing.T) {
 		}
 		want := map[string]int{
 			"sweeprail_rows_deleted_total":             3, // three passes
+			"sweeprail_rows_archived_total":            1, // the one pass that archives
 			"sweeprail_runs_total":                     6, // two sweeps x three outcomes
 			"sweeprail_run_duration_seconds":           2,
 			"sweeprail_batch_duration_seconds":         2,
@@ -62,6 +63,8 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 		}
 		end := time.Unix(1_800_000_000, 0)
 		m.RowsDeleted("notifications", "read", 12)
+		m.RowsDeleted("audit-log", "operational", 7)
+		m.RowsArchived("audit-log", "operational", 7)
 		m.Run("notifications", "exhausted", time.Second, true, end)
 		m.Run("audit-log", "batch-error", time.Second, false, end)
 		m.AuthFailure("replayed")
@@ -76,8 +79,11 @@ sweeprail_last_success_timestamp_seconds{sweep="notifications"} 1.8e+09
 # HELP sweeprail_rows_deleted_total Rows deleted by sweeps, by sweep and pass.
 # TYPE sweeprail_rows_deleted_total counter
 sweeprail_rows_deleted_total{pass="compliance",sweep="audit-log"} 0
-sweeprail_rows_deleted_total{pass="operational",sweep="audit-log"} 0
+sweeprail_rows_deleted_total{pass="operational",sweep="audit-log"} 7
 sweeprail_rows_deleted_total{pass="read",sweep="notifications"} 12
+# HELP sweeprail_rows_archived_total Rows moved to an archive table by sweeps (archive_to), by sweep and pass; each was also counted as deleted.
+# TYPE sweeprail_rows_archived_total counter
+sweeprail_rows_archived_total{pass="operational",sweep="audit-log"} 7
 # HELP sweeprail_auth_failures_total Requests to /internal/* refused by the signature check, by reason.
 # TYPE sweeprail_auth_failures_total counter
 sweeprail_auth_failures_total{reason="bad_signature"} 0
@@ -88,7 +94,7 @@ sweeprail_throttled_seconds_total{sweep="audit-log"} 0
 sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
-			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_auth_failures_total",
+			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_rows_archived_total", "sweeprail_auth_failures_total",
 			"sweeprail_throttled_seconds_total"); err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +103,7 @@ sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 	t.Run("nil records nothing and does not panic", func(t *testing.T) {
 		var m *metrics.Metrics
 		m.RowsDeleted("a", "b", 1)
+		m.RowsArchived("a", "b", 1)
 		m.Batch("a", time.Second)
 		m.Run("a", "exhausted", time.Second, true, time.Now())
 		m.AuthFailure("x")

@@ -14,6 +14,8 @@ import (
 //   - a swept table: SELECT and DELETE, and UPDATE, which the row locks of a batch (FOR UPDATE
 //     SKIP LOCKED) and of a per-row pick require;
 //   - a keep guard's table: SELECT;
+//   - an archive_to table: INSERT (api policy check reads one row of a foreign archive, and
+//     learns more about its remote table with SELECT too, but does not need it);
 //   - a per-row function: EXECUTE (what the function itself writes is its owner's affair when it
 //     is SECURITY DEFINER, else the role's too: the comment says so);
 //   - every schema named: USAGE.
@@ -42,6 +44,9 @@ func Grants(specs []Spec, role string) []string {
 			for _, g := range p.Guards {
 				add(g.Table, "SELECT")
 			}
+			if p.ArchiveTo != "" {
+				add(p.ArchiveTo, "INSERT")
+			}
 			switch p.Mode {
 			case ModePerRow:
 				if schema, _, ok := strings.Cut(p.Function, "."); ok {
@@ -59,7 +64,7 @@ func Grants(specs []Spec, role string) []string {
 	for _, schema := range slices.Sorted(maps.Keys(schemas)) {
 		out = append(out, fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{schema}.Sanitize(), r))
 	}
-	order := []string{"SELECT", "UPDATE", "DELETE"}
+	order := []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
 	for _, table := range slices.Sorted(maps.Keys(tables)) {
 		var privs []string
 		for _, p := range order {

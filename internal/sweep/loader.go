@@ -256,6 +256,7 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	p.AllowShortRetention = l.boolean(f, "allow_short_retention", sweep, p.Name)
 	p.KeepDetached = l.boolean(f, "keep_detached", sweep, p.Name)
 	p.Boundary = str("boundary")
+	p.ArchiveTo = str("archive_to")
 	for _, pr := range validatePass(p) {
 		if bad[pr.field] {
 			continue

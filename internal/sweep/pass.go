@@ -25,6 +25,8 @@ type passRun struct {
 	opts     Options
 
 	out wire.PassResult
+	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
+	arch *archiveStatements
 	// size is the next batch's size, adapted after each full batch.
 	size int
 	// after is where the next batch resumes: the newest age deleted so far (nil before the first
@@ -39,6 +41,12 @@ func (pr *passRun) run() (wire.PassResult, error) {
 	pr.out = wire.PassResult{Pass: pr.p.Name}
 	pr.size = firstPositive(pr.opts.BatchSize, pr.p.BatchSize, s.BatchSize)
 	maxBatches := firstPositive(pr.p.MaxBatches, s.MaxBatches)
+	if pr.p.ArchiveTo != "" {
+		if err := pr.prepareArchive(); err != nil {
+			pr.out.StopReason = wire.StopBatchError
+			return pr.out, fmt.Errorf("read the columns to archive: %w", err)
+		}
+	}
 	for {
 		// The pause comes before the checks, so a batch never starts after the budget or a
 		// shutdown that the pause ran into. A pause never outlasts the budget: the answer must
@@ -65,12 +73,12 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.p.Mode), pr.size)
 		n, full, newest, err := pr.batch()
 		took := pr.r.cfg.Now().Sub(began)
-		span.End(trace.Result{Rows: n, Duration: took, Err: err})
+		span.End(trace.Result{Rows: n, Archived: pr.archived(n), Duration: took, Err: err})
 		pr.out.BatchCount++
 		pr.r.cfg.Metrics.Batch(pr.sweep, took)
 		// Each batch's size and duration, at debug level: the metric's histogram only buckets
 		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
-		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "size", pr.size, "deleted", n,
+		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "size", pr.size, "deleted", n, "archived", pr.archived(n),
 			"took_ms", float64(took.Microseconds())/1000, "failed", err != nil)
 		if err != nil {
 			pr.out.StopReason = wire.StopBatchError
@@ -78,6 +86,10 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		}
 		pr.out.Deleted += n
 		pr.r.cfg.Metrics.RowsDeleted(pr.sweep, pr.p.Name, n)
+		if a := pr.archived(n); a > 0 {
+			pr.out.Archived += a
+			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
+		}
 		if newest != nil {
 			pr.after = newest
 		}
@@ -134,19 +146,31 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
 	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
-	// batches' deletes, which the next tick repeats; it saves a WAL flush per batch.
+	// batches' deletes, which the next tick repeats; it saves a WAL flush per batch. Not for a
+	// pass that archives: its archive may be on another server, whose copy a lost local commit
+	// would leave behind, to be archived again by the next tick (archive.go).
 	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
 	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size,
 	// which can flip mid-drain to walking the age index from its start (docs/BENCHMARKS.md,
 	// "What was tried" 1). Planning a batch costs under a millisecond.
+	syncCommit := "off"
+	if pr.arch != nil {
+		syncCommit = "on"
+	}
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
-		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', 'off', true),
+		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', $4, true),
 		set_config('plan_cache_mode', 'force_custom_plan', true)`,
-		ms(s.StatementTimeout), ms(s.LockTimeout), ms(2*s.StatementTimeout)); err != nil {
+		ms(s.StatementTimeout), ms(s.LockTimeout), ms(2*s.StatementTimeout), syncCommit); err != nil {
 		return 0, false, nil, fmt.Errorf("set batch timeouts: %w", err)
 	}
 	switch pr.p.Mode {
 	case ModeSingle:
+		if pr.arch != nil {
+			if err := tx.QueryRow(ctx, pr.arch.single, pr.cutoff).Scan(&n); err != nil {
+				return 0, false, nil, err
+			}
+			break
+		}
 		tag, err := tx.Exec(ctx, pr.st.single, pr.cutoff)
 		if err != nil {
 			return 0, false, nil, err
@@ -175,9 +199,13 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 		}
 		full = processed > 0
 	default:
-		query, args := pr.st.batch, []any{pr.cutoff, pr.size}
+		query, after := pr.st.batch, pr.st.batchAfter
+		if pr.arch != nil {
+			query, after = pr.arch.batch, pr.arch.batchAfter
+		}
+		args := []any{pr.cutoff, pr.size}
 		if pr.after != nil {
-			query, args = pr.st.batchAfter, append(args, *pr.after)
+			query, args = after, append(args, *pr.after)
 		}
 		if err := tx.QueryRow(ctx, query, args...).Scan(&n, &newest); err != nil {
 			return 0, false, nil, err
@@ -188,6 +216,30 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 		return 0, false, nil, fmt.Errorf("commit: %w", err)
 	}
 	return n, full, newest, nil
+}
+
+// prepareArchive reads the swept table's columns and writes the run's archive statements with
+// them (archive.go): a list read per run, so that a column added to both tables by a migration is
+// archived from the next run on, without a restart.
+func (pr *passRun) prepareArchive() error {
+	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	cols, err := archiveColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
+	if err != nil {
+		return err
+	}
+	st := buildArchiveStatements(pr.p, pr.st, cols)
+	pr.arch = &st
+	return nil
+}
+
+// archived is how many of a batch's n deleted rows it archived: all of them, or none for a pass
+// without archive_to.
+func (pr *passRun) archived(n int64) int64 {
+	if pr.arch == nil {
+		return 0
+	}
+	return n
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }

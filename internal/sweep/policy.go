@@ -21,7 +21,7 @@ const DefaultPolicyFile = "catalog.yaml"
 const (
 	keysTop   = "sweeps"
 	keysSweep = "name passes"
-	keysPass  = "name table age_column retention where keep_while_referenced_by mode function key_column batch_size max_batches allow_unindexed allow_short_retention keep_detached boundary"
+	keysPass  = "name table age_column retention where keep_while_referenced_by mode function key_column batch_size max_batches allow_unindexed allow_short_retention keep_detached boundary archive_to"
 	keysGuard = "table column references"
 )
 

@@ -200,9 +200,9 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			outcome = wire.OutcomeSkipped
 		}
 		r.cfg.Metrics.Run(name, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
-		span.End(trace.Result{Rows: res.Deleted, Duration: end.Sub(start), StopReason: outcome})
+		span.End(trace.Result{Rows: res.Deleted, Archived: res.Archived, Duration: end.Sub(start), StopReason: outcome})
 		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted,
-			"batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
+			"archived", res.Archived, "batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
 	}()
 
 	acquireCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
@@ -245,9 +245,10 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			run = pr.runPartitions
 		}
 		out, perr := run()
-		passSpan.End(trace.Result{Rows: out.Deleted, StopReason: string(out.StopReason), Err: perr})
+		passSpan.End(trace.Result{Rows: out.Deleted, Archived: out.Archived, StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
+		res.Archived += out.Archived
 		res.PartitionsDropped += out.PartitionsDropped
 		res.ThrottledMs += out.ThrottledMs
 		res.BatchCount += out.BatchCount

@@ -130,7 +130,7 @@ func (c *checker) fail(sweep, pass, field, format string, args ...any) {
 // runs only when the one before found nothing: what is missing from the catalog would only make
 // every statement fail to compile, and a statement that does not compile has no plan.
 func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
-	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.catalog, c.partitions, c.compile, c.indexes} {
+	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.catalog, c.partitions, c.compile, c.indexes, c.archive} {
 		before := len(c.errs)
 		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
 			return err

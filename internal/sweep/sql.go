@@ -81,12 +81,18 @@ func buildStatements(p Pass) statements {
 // batchSQL is the batch delete; after, when set, is the keyset condition that resumes it.
 func batchSQL(table, pred, age, after string) string {
 	return fmt.Sprintf(`WITH deleted AS (
-  DELETE FROM %[1]s AS t
+%s
+  RETURNING t.%s AS age)
+SELECT count(*), max(age) FROM deleted`, batchDelete(table, pred, age, after), age)
+}
+
+// batchDelete is the DELETE of one batch, without its RETURNING: batchSQL's, and the archiving
+// batch's (archive.go), which returns whole rows instead.
+func batchDelete(table, pred, age, after string) string {
+	return fmt.Sprintf(`  DELETE FROM %[1]s AS t
    WHERE t.ctid = ANY (ARRAY(
            SELECT t.ctid FROM %[1]s AS t WHERE %[2]s%[4]s ORDER BY t.%[3]s LIMIT $2 FOR UPDATE SKIP LOCKED))
-     AND %[2]s
-  RETURNING t.%[3]s AS age)
-SELECT count(*), max(age) FROM deleted`, table, pred, age, after)
+     AND %[2]s`, table, pred, age, after)
 }
 
 // probeSQL is the select the index verdict plans: the pass's own read without its keep guards. A

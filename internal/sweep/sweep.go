@@ -14,6 +14,7 @@
 //	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
 //	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
 //	sql.go          the statements of a pass
+//	archive.go      archive_to: the move statements, the columns a run reads, the policy check
 //	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
 //
 // The answers the API serves are the types of package wire.
@@ -99,6 +100,9 @@ type Pass struct {
 	KeepDetached bool `json:"keepDetached,omitempty"`
 	// Boundary, in partitions mode, is BoundaryDelete (when empty) or BoundaryKeep.
 	Boundary string `json:"boundary,omitempty"`
+	// ArchiveTo, when set, is the table (or postgres_fdw foreign table) that each batch moves its
+	// rows to, in the statement that deletes them (archive.go); batched and single passes only.
+	ArchiveTo string `json:"archiveTo,omitempty"`
 }
 
 // Settings bound every run of a Runner.
@@ -139,6 +143,7 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Where: p.Where, Guards: []wire.CatalogGuard{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, AllowUnindexed: p.AllowUnindexed,
 		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
+		ArchiveTo: p.ArchiveTo,
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id")})

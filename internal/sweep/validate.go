@@ -133,6 +133,11 @@ func validatePass(p Pass) []problem {
 			add("max_batches", "%s", msg)
 		}
 	}
+	if p.ArchiveTo != "" {
+		for _, msg := range checkArchiveTo(p, mode) {
+			add("archive_to", "%s", msg)
+		}
+	}
 	return out
 }
 

@@ -79,8 +79,11 @@ type ErrorInfo struct {
 
 // PassResult is what one pass did in one run.
 type PassResult struct {
-	Pass       string     `json:"pass"`
-	Deleted    int64      `json:"deleted"`
+	Pass    string `json:"pass"`
+	Deleted int64  `json:"deleted"`
+	// Archived is the rows moved to the pass's archive_to table, in the statements that deleted
+	// them: equal to Deleted for a pass that archives, 0 for one that does not.
+	Archived   int64      `json:"archived"`
 	BatchCount int        `json:"batchCount"`
 	StopReason StopReason `json:"stopReason"`
 	// PartitionsDropped is what a partitions-mode pass dropped (or detached, with keep_detached);
@@ -97,6 +100,7 @@ type Result struct {
 	DryRun     bool         `json:"dryRun"`
 	Skipped    bool         `json:"skipped"`
 	Deleted    int64        `json:"deleted"`
+	Archived   int64        `json:"archived"`
 	BatchCount int          `json:"batchCount"`
 	DurationMs int64        `json:"durationMs"`
 	Truncated  bool         `json:"truncated"`
@@ -216,6 +220,8 @@ type CatalogPass struct {
 	// KeepDetached and Boundary are a partitions-mode pass's choices.
 	KeepDetached bool   `json:"keepDetached,omitempty"`
 	Boundary     string `json:"boundary,omitempty"`
+	// ArchiveTo is the table each batch's rows are moved to as they are deleted; "" for none.
+	ArchiveTo string `json:"archiveTo,omitempty"`
 }
 
 // CatalogGuard is a keep guard: a row stays while <table>.<column> references its <references>.
