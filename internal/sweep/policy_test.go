@@ -59,6 +59,7 @@ func TestCatalogFile(t *testing.T) {
 				if want[i].Passes[j].Mode == "" {
 					want[i].Passes[j].Mode = ModeBatched
 				}
+				want[i].Passes[j].TimeZone = TimeZoneUTC
 			}
 		}
 		pol, err := LoadPolicy(DefaultPolicyFile, catalogYAML)
@@ -268,14 +269,14 @@ sweeps:
 		t.Fatal(err)
 	}
 	want := []Spec{{Name: "expired-sessions", Passes: []Pass{
-		{Name: "expired", Table: "app.sessions", AgeColumn: "expires_at", Retention: 48 * time.Hour, Mode: ModeBatched,
+		{Name: "expired", Table: "app.sessions", AgeColumn: "expires_at", Retention: 48 * time.Hour, Mode: ModeBatched, TimeZone: TimeZoneUTC,
 			Where:      "t.kind IN ('web', 'api')\n  AND t.note <> 'it''s; not -- a comment'",
 			Guards:     []Guard{{Table: "app.session_events", Column: "session_id", References: "id"}, {Table: "audit", Column: "subject", References: "token"}},
 			BatchSize:  500,
 			MaxBatches: 20},
-		{Name: "purge", Table: "accounts", AgeColumn: "deletion_requested_at", Retention: 30 * day, Mode: ModePerRow,
+		{Name: "purge", Table: "accounts", AgeColumn: "deletion_requested_at", Retention: 30 * day, Mode: ModePerRow, TimeZone: TimeZoneUTC,
 			Function: "app.purge_account", KeyColumn: "account_id", MaxBatches: 100},
-		{Name: "few", Table: "claims", AgeColumn: "created_at", Retention: time.Hour, Mode: ModeSingle, AllowUnindexed: true},
+		{Name: "few", Table: "claims", AgeColumn: "created_at", Retention: time.Hour, Mode: ModeSingle, TimeZone: TimeZoneUTC, AllowUnindexed: true},
 	}}}
 	if !reflect.DeepEqual(pol.Specs, want) {
 		t.Fatalf("specs =\n%+v\nwant\n%+v", pol.Specs, want)
@@ -362,7 +363,7 @@ func TestPartialPredicate(t *testing.T) {
 		{"t.brand = 'x'", "brand = 'x'", true},
 	}
 	for _, tt := range tests {
-		pred, complete := partialPredicate(tt.where)
+		pred, complete := partialPredicate(tt.where, "t")
 		if pred != tt.pred || complete != tt.complete {
 			t.Errorf("partialPredicate(%q) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
 		}
