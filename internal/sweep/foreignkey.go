@@ -200,10 +200,12 @@ func (c *checker) lookups(ctx context.Context, p Pass, cutoff time.Time) ([]unin
 }
 
 // lookupPricing prices out every way of running a keep guard but a lookup per row: sequential
-// scans, sorts, and the hash and merge joins that would read the guard table whole. The planner
-// then takes a parameterized index scan whenever an index can serve one, a partial index whose
-// predicate the guard's where implies included, whatever the statistics.
-const lookupPricing = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
+// scans, sorts, the hash and merge joins that would read the guard table whole, and the
+// materialized full read of an index (a partial index whose predicate the where implies, read
+// whole once and kept). The planner then takes a parameterized index scan whenever an index can
+// serve one, whatever the statistics.
+const lookupPricing = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; " +
+	"SET LOCAL enable_mergejoin = off; SET LOCAL enable_material = off"
 
 // conditionalGuardServed plans the conditional keep guard g as the batch runs it (NOT EXISTS over
 // alias g, correlated to t, its where in place) with lookupPricing, and reports whether the guard
