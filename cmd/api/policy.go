@@ -105,7 +105,10 @@ func describePasses(passes []sweep.Pass) string {
 		c := sweep.CatalogPass(p)
 		var b strings.Builder
 		if c.Expiry {
-			fmt.Fprintf(&b, "%s (%s.%s expired more than %s ago", c.Pass, c.Table, c.AgeColumn, sweep.FormatRetention(p.Retention))
+			fmt.Fprintf(&b, "%s (%s.%s expired", c.Pass, c.Table, c.AgeColumn)
+			if p.Retention > 0 {
+				fmt.Fprintf(&b, " more than %s ago", sweep.FormatRetention(p.Retention))
+			}
 		} else {
 			fmt.Fprintf(&b, "%s (%s.%s older than %s", c.Pass, c.Table, c.AgeColumn, sweep.FormatRetention(p.Retention))
 		}
