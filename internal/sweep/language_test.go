@@ -170,6 +170,17 @@ func TestConditionalGuards(t *testing.T) {
 		}
 	})
 
+	t.Run("a guard's where is compiled, and its errors point into it", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, conditionalGuardsSchema)
+		_, err := check(t, pool, strings.Replace(conditionalGuardsPolicy, "where: g.state = 'runnable'", "where: g.stat = 'runnable'", 1))
+		want := `p.yaml:15: pass "expired" of sweep "ops": the keep guard's condition does not compile: column g.stat does not exist (SQLSTATE 42703) at "g.stat = 'runnable'"`
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("check says\n%v\nwant\n%s…", err, want)
+		}
+	})
+
 	t.Run("the index check covers every guard", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
@@ -339,6 +350,14 @@ CREATE INDEX receipts_event_id ON receipts (event_id);
 			_, err := check(t, pool, policy(both))
 			want := `p.yaml:10: pass "terminal" of sweep "events": delete_with table "deliveries" is referenced by foreign key delivery_logs_delivery_id_fkey (delivery_logs (delivery_id) → id, ON DELETE NO ACTION)`
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("check says\n%v\nwant\n%s…", err, want)
+			}
+		})
+		t.Run("a child whose column cannot hold the reference", func(t *testing.T) {
+			exec(t, pool, `CREATE TABLE notes (event_ref text)`)
+			_, err := check(t, pool, policy(both+"          - {table: notes, column: event_ref}\n"))
+			want := "\n" + `p.yaml:14: pass "terminal" of sweep "events": delete_with notes.event_ref = events.id does not compile: operator does not exist: text = bigint (SQLSTATE 42883)`
+			if err == nil || !strings.Contains(err.Error(), want) { // after the grandchild's key
 				t.Fatalf("check says\n%v\nwant\n%s…", err, want)
 			}
 		})
