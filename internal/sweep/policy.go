@@ -122,9 +122,10 @@ func LoadPolicyFile(path string) (*Policy, error) {
 
 // LoadPolicy parses the policy file data, named name in messages, and validates it without a
 // database: strict YAML (unknown keys, wrong types and duplicate keys are refused), names unique
-// and URL-safe, retentions at or above MinRetention, modes consistent with their fields, and the
-// shape of each where condition (see checkCondition). It reports every problem at once, each a
-// *PolicyError with its line; the error is an errors.Join of them.
+// and URL-safe, retentions at or above MinRetention (any grace from zero for an expiry column),
+// modes consistent with their fields, and the shape of each where condition, a keep guard's
+// included (see checkCondition). It reports every problem at once, each a *PolicyError with its
+// line; the error is an errors.Join of them.
 func LoadPolicy(name string, data []byte) (*Policy, error) {
 	l := &loader{pol: &Policy{File: name, lines: map[fieldKey]int{}}}
 	if root := l.parse(data); root != nil {

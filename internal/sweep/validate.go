@@ -287,9 +287,10 @@ func validateSpecs(specs []Spec) []problem {
 }
 
 // Validate checks specs for what would make a sweep unsafe or unservable: names that are not
-// URL-safe or not unique, a retention below MinRetention, a missing table or age column, fields
-// that do not fit the pass's mode, a where condition that is not one boolean expression. It
-// reports every problem at once, each a *PolicyError without a file.
+// URL-safe or not unique, a retention below MinRetention (or a negative grace after an expiry), a
+// missing table or age column, fields that do not fit the pass's mode, a where condition (a keep
+// guard's too) that is not one boolean expression, a time zone that is no zone name, a child
+// listed twice. It reports every problem at once, each a *PolicyError without a file.
 func Validate(specs []Spec) error {
 	var errs []error
 	for _, pr := range validateSpecs(specs) {
