@@ -40,7 +40,7 @@ USER 65532:65532
 ENV PATH=/usr/local/bin:/usr/bin:/bin
 EXPOSE 8080
 # No HEALTHCHECK: distroless has no shell, curl or wget to run one, and the API does not probe
-# itself. Orchestrators probe GET /healthz (liveness) and GET /readyz (database and migrations)
+# itself. Orchestrators probe GET /healthz (liveness) and GET /readyz (database, sweeprail's migrations, the policy's tables)
 # over HTTP instead; compose orders start-up with depends_on (see deploy/compose.yaml).
 # No ENTRYPOINT: with two binaries in the image, a command names the one it runs, e.g.
 # `docker run sweeprail sweepcron --dry-run` or `api migrate up`.

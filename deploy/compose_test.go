@@ -115,6 +115,16 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("migrate restart %q: a one-shot job must not restart", r)
 		}
 	})
+	// The stack's PostgreSQL is its own and the API serves the bundled catalog (no
+	// SWEEP_POLICY_FILE), which sweeps the demo schema: api migrate up alone installs only
+	// sweeprail's own schema, and the API would refuse to boot.
+	t.Run("migrate installs the schema the served policy sweeps", func(t *testing.T) {
+		cmd := stringList(t, "services.migrate.command", get(services, "migrate", "command"))
+		policy := get(services, "api", "environment", "SWEEP_POLICY_FILE")
+		if policy == nil && !slices.Equal(cmd, []string{"api", "migrate", "up", "--demo"}) {
+			t.Errorf("migrate runs %q while the api serves the bundled catalog: want api migrate up --demo", cmd)
+		}
+	})
 	t.Run("signing key from the uncommitted env file only", func(t *testing.T) {
 		for _, svc := range []string{"api", "cron"} {
 			files := list(get(services, svc, "env_file"))

@@ -25,6 +25,8 @@ const policyUsage = "usage: api policy check [file]  (no file: SWEEP_POLICY_FILE
 // DATABASE_URL. Without a file it checks SWEEP_POLICY_FILE, else the bundled policy: what serve
 // would load. It prints OK and one line per sweep, or every problem, one per line, on stderr; any
 // problem is an error (exit status 1). Warnings (allow_unindexed passes) do not fail the check.
+// Like serve, it also wants sweeprail's own schema in place (api migrate up): a database without
+// the lease table fails the check.
 func policy(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		return fmt.Errorf("policy: want a subcommand\n%s", policyUsage)
@@ -54,12 +56,21 @@ func policy(ctx context.Context, args []string, environ map[string]string, stdou
 		return fmt.Errorf("policy check: open database: %w", err)
 	}
 	defer pool.Close()
+	own := checkOwnSchema(ctx, pool)
 	warnings, err := pol.Check(ctx, pool)
 	for _, w := range warnings {
 		fmt.Fprintln(stdout, "warning:", w)
 	}
 	if err != nil {
+		// serve would refuse for both: say both.
+		if isNotReady(own) {
+			fmt.Fprintln(stderr, own)
+		}
 		return reportProblems(stderr, pol.File, err)
+	}
+	if own != nil {
+		fmt.Fprintln(stderr, own)
+		return fmt.Errorf("policy check %s: the policy passed, but serve would refuse this database: %w", pol.File, own)
 	}
 	passes := 0
 	for _, s := range pol.Specs {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,11 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/dbpool"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/nonce"
+	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/trace"
+	"github.com/sweeprail/sweeprail/migrations"
 )
 
 // The server's fixed limits; the ones an operator tunes come from the environment.
@@ -53,23 +59,33 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		return fmt.Errorf("configuration refused:\n%w", err)
 	}
 	// LOG_LEVEL=debug adds a line per batch (its duration and size), for tuning BATCH_TARGET.
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()})).With("app_env", cfg.AppEnv)
+	// Masked: a pgx error may quote DATABASE_URL.
+	logger := slog.New(redactor(environ).Handler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()}))).
+		With("app_env", cfg.AppEnv)
 
 	pol, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
 	specs := pol.Specs
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	// Each connection's session is reset on release: nothing a run sets survives into the next.
+	poolCfg, err := dbpool.ParseConfig(cfg.DatabaseURL, logger)
 	if err != nil {
 		return fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	// The pool connects lazily: a database that is down at boot makes /readyz say so, rather
+	// The pools connect lazily: a database that is down at boot makes /readyz say so, rather
 	// than the process crash-looping.
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return fmt.Errorf("open database pool: %w", err)
 	}
+	// /readyz has connections of its own, which no number of sweeps can take.
+	probePool, err := pgxpool.NewWithConfig(ctx, dbpool.ProbeConfig(poolCfg))
+	if err != nil {
+		pool.Close()
+		return fmt.Errorf("open the probe's database pool: %w", err)
+	}
+	defer probePool.Close()
 
 	if err := checkPolicy(ctx, pol, pool, logger); err != nil {
 		pool.Close()
@@ -96,7 +112,19 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 			logger.Warn("flush traces", "err", err)
 		}
 	}()
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m, Tracing: tr})
+	// MAX_REPLICA_LAG(_BYTES): a throttle that cannot read the standbys' lag (no pg_monitor, or
+	// a standby as DATABASE_URL) refuses boot, rather than failing every batch.
+	throttle := replica.New(replica.Config{
+		Limits: replica.Limits{MaxLag: cfg.MaxReplicaLag, MaxLagBytes: int64(cfg.MaxReplicaLagBytes)},
+		Pool:   pool, QueryTimeout: cfg.BatchStatementTimeout, Logger: logger,
+	})
+	if err := throttle.Check(ctx); err != nil {
+		pool.Close()
+		return fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
+	}
+	runs := history.New(pool, time.Duration(cfg.RunHistoryRetention))
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m,
+		Tracing: tr, Throttle: throttle, History: runs})
 	if err != nil {
 		pool.Close()
 		return err
@@ -110,11 +138,13 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:     logger,
 		Runner:     runner,
-		Pool:       pool,
-		Verifier:   newVerifier(cfg, logger),
+		History:    runs,
+		Pool:       probePool,
+		Verifier:   newVerifier(cfg, logger, nonce.New(pool)),
 		Metrics:    m,
 		Gatherer:   reg,
 		RunContext: runCtx,
+		MaxDryRuns: cfg.MaxDryRuns,
 		Bounds: httpapi.Bounds{
 			ServerWriteTimeout:   cfg.ServerWriteTimeout,
 			SignatureMaxAge:      cfg.SignatureMaxAge,
@@ -179,19 +209,42 @@ func loadPolicy(cfg config.API) (*sweep.Policy, error) {
 
 // checkPolicy validates the policy against the live schema before the API serves it: a policy
 // whose tables, columns or indexes are not what it says would delete by rules nobody checked.
-// An unreachable database refuses the boot too, rather than serving an unchecked policy; the
-// orchestrator's restart retries it.
+// It checks sweeprail's own schema too (checkOwnSchema): without its lease table the first run
+// would fail. An unreachable database refuses the boot too, rather than serving an unchecked
+// policy; the orchestrator's restart retries it.
 func checkPolicy(ctx context.Context, pol *sweep.Policy, pool *pgxpool.Pool, logger *slog.Logger) error {
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	own := checkOwnSchema(checkCtx, pool)
 	warnings, err := pol.Check(checkCtx, pool)
 	for _, w := range warnings {
 		logger.Warn("sweep policy", "file", pol.File, "warning", w)
 	}
 	if err != nil {
-		return fmt.Errorf("sweep policy %s refused against the database:\n%w", pol.File, err)
+		err = fmt.Errorf("sweep policy %s refused against the database:\n%w", pol.File, err)
+		if !isNotReady(own) {
+			own = nil // the same failure (an unreachable database), said once
+		}
+	}
+	return errors.Join(own, err)
+}
+
+// checkOwnSchema confirms that the database holds sweeprail's own schema as this build needs it:
+// every migration of migrations.Sweeprail and its lease table. Its error names the command that
+// installs them (api migrate up).
+func checkOwnSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := migrations.Sweeprail.Check(ctx, pool); err != nil {
+		if isNotReady(err) {
+			return err
+		}
+		return fmt.Errorf("check sweeprail's own schema: %w", err)
 	}
 	return nil
+}
+
+func isNotReady(err error) bool {
+	var nr *migrations.NotReadyError
+	return errors.As(err, &nr)
 }
 
 // sweepSettings maps the configuration onto the runner's bounds.
@@ -212,7 +265,7 @@ func sweepSettings(cfg config.API) sweep.Settings {
 
 // newVerifier returns the verifier of the configured keys, or nil when no key is set, which
 // closes every /internal/* route (503) rather than opening it.
-func newVerifier(cfg config.API, logger *slog.Logger) *signing.Verifier {
+func newVerifier(cfg config.API, logger *slog.Logger, store signing.ReplayStore) *signing.Verifier {
 	if cfg.SigningKey == "" {
 		logger.Warn("INTERNAL_SIGNING_KEY is empty: every /internal/* route answers 503 signing_not_configured")
 		return nil
@@ -221,7 +274,9 @@ func newVerifier(cfg config.API, logger *slog.Logger) *signing.Verifier {
 	if cfg.SigningKeyPrevious != "" {
 		keys = append(keys, []byte(cfg.SigningKeyPrevious))
 	}
-	return signing.NewVerifier(keys, cfg.SignatureMaxAge, time.Now, replayCacheSize)
+	// The in-memory cache is the first line; the store in sweeprail's own schema is shared by
+	// every replica and outlives a restart.
+	return signing.NewVerifier(keys, cfg.SignatureMaxAge, time.Now, replayCacheSize).WithStore(store)
 }
 
 // newHTTPServer returns the server with the configured bounds. WriteTimeout is what cuts a

@@ -251,7 +251,8 @@ func TestServe(t *testing.T) {
 			want = append(want,
 				fmt.Sprintf(`sweeprail_last_success_timestamp_seconds{sweep=%q}`, sw.Name),
 				fmt.Sprintf(`sweeprail_run_duration_seconds_count{sweep=%q}`, sw.Name),
-				fmt.Sprintf(`sweeprail_batch_duration_seconds_count{sweep=%q}`, sw.Name))
+				fmt.Sprintf(`sweeprail_batch_duration_seconds_count{sweep=%q}`, sw.Name),
+				fmt.Sprintf(`sweeprail_throttled_seconds_total{sweep=%q}`, sw.Name))
 		}
 		for _, r := range signing.Reasons() {
 			want = append(want, fmt.Sprintf(`sweeprail_auth_failures_total{reason=%q}`, r))

@@ -101,7 +101,7 @@ func TestSIGTERM(t *testing.T) {
 	// The run holds its lease from its start to its end: its row is the deterministic sign that
 	// the run is under way.
 	deadline := time.Now().Add(10 * time.Second)
-	for count(t, pool, `SELECT count(*) FROM sweep_lock WHERE label = 'notifications'`) == 0 {
+	for count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock WHERE label = 'notifications'`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the run took no lease within 10s\n%s", logs)
 		}
@@ -143,7 +143,7 @@ func TestSIGTERM(t *testing.T) {
 		t.Fatalf("process still running %s after SIGTERM\n%s", grace+5*time.Second, logs)
 	}
 
-	if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+	if n := count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 		t.Errorf("%d lease rows left after shutdown, want the run's released", n)
 	}
 	if left := count(t, pool, `SELECT count(*) FROM notifications`); left == 0 {

@@ -210,8 +210,9 @@ func (b *bench) template(ctx context.Context, rows int) (string, int64, error) {
 		return "", 0, fmt.Errorf("create %s: %w", name, err)
 	}
 	u := b.dbURL(name)
-	// The schema as an operator gets it: the API's own migrations, indexes included.
-	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), "migrate", "up")
+	// The schema as an operator gets it: the API's own migrations and the demo schema's, indexes
+	// included.
+	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), "migrate", "up", "--demo")
 	mig.Env = []string{"DATABASE_URL=" + u}
 	if out, err := mig.CombinedOutput(); err != nil {
 		return "", 0, fmt.Errorf("api migrate up: %w\n%s", err, out)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -34,12 +35,13 @@ func realAPI(t *testing.T) (*pgxpool.Pool, *httptest.Server) {
 		BatchTarget: 100 * time.Millisecond, MaxBatches: 1000,
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: logger})
+	runs := history.New(pool, history.DefaultRetention)
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: logger, History: runs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
-		Logger: logger, Runner: runner, Pool: pool,
+		Logger: logger, Runner: runner, History: runs, Pool: pool,
 		Verifier: signing.NewVerifier([][]byte{[]byte(e2eKey)}, time.Minute, time.Now, 10000),
 		Bounds:   httpapi.Bounds{ServerWriteTimeout: 10 * time.Second, SignatureMaxAge: time.Minute, ShutdownGrace: 15 * time.Second},
 	}))
@@ -67,7 +69,7 @@ func TestEndToEnd(t *testing.T) {
 	mustExec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'e2e@example.com')`)
 	mustExec(t, pool, `INSERT INTO notifications (account_id, kind, read_at)
 		SELECT '00000000-0000-0000-0000-000000000001', 'mention', now() - interval '60 days' FROM generate_series(1, 10)`)
-	mustExec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
+	mustExec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 	// audit-log: a backlog whose first batch outlasts the 2s budget (each delete sleeps 30ms, a
 	// batch is 100 rows) → budget, truncated. A lower bound on time, so it does not flake.
 	mustExec(t, pool, `INSERT INTO audit_log (action, retention_bucket, occurred_at)
@@ -107,6 +109,22 @@ func TestEndToEnd(t *testing.T) {
 	if len(got) != len(sweep.Catalog()) {
 		t.Errorf("%d routes reported, want every one of the catalog's %d:\n%s", len(got), len(sweep.Catalog()), stdout)
 	}
+
+	t.Run("history prints the runs the API recorded", func(t *testing.T) {
+		code, stdout, stderr, err := runCron(t, t.Context(), env, "history", "--sweep", "outbox")
+		if code != 0 {
+			t.Fatalf("history: exit %d (%v)\n%s", code, err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		if len(lines) != 3 || !strings.Contains(lines[1], "outbox") || !strings.Contains(lines[1], "batch-error") ||
+			!strings.Contains(lines[2], "error 23503") {
+			t.Fatalf("history --sweep outbox:\n%s", stdout)
+		}
+		code, stdout, _, _ = runCron(t, t.Context(), env, "history", "--limit", "100")
+		if code != 0 || strings.Count(stdout, "\n") < len(sweep.Catalog())+1 || !strings.Contains(stdout, "lease-held") {
+			t.Fatalf("history: every route of the tick, the skipped one included:\n%s", stdout)
+		}
+	})
 
 	t.Run("fetch timeout not above the write timeout", func(t *testing.T) {
 		for _, fetch := range []string{"10s", "5s"} {

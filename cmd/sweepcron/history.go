@@ -17,6 +17,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/classify"
 	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // runsPath is the run history route.
@@ -40,43 +41,10 @@ type historyOptions struct {
 	json  bool
 }
 
-// historyAnswer is GET /internal/runs.
+// historyAnswer is GET /internal/runs (wire.History), with "runs" read as a pointer so that an
+// answer without it is told from an empty history.
 type historyAnswer struct {
-	Runs *[]historyRun `json:"runs"`
-}
-
-// historyRun is one run of the history. FinishedAt and Error are null for a run still going (or
-// whose process died before it could write its end) and for a run without error.
-type historyRun struct {
-	RunID             string          `json:"runId"`
-	Sweep             string          `json:"sweep"`
-	StartedAt         time.Time       `json:"startedAt"`
-	FinishedAt        *time.Time      `json:"finishedAt"`
-	StopReason        string          `json:"stopReason"`
-	Truncated         bool            `json:"truncated"`
-	Skipped           bool            `json:"skipped"`
-	Deleted           int64           `json:"deleted"`
-	Archived          int64           `json:"archived"`
-	PartitionsDropped int64           `json:"partitionsDropped"`
-	Passes            []historyPass   `json:"passes"`
-	Error             *historyRunFail `json:"error"`
-	RequestID         string          `json:"requestId"`
-}
-
-// historyPass is one pass of a run.
-type historyPass struct {
-	Pass              string `json:"pass"`
-	Deleted           int64  `json:"deleted"`
-	Archived          int64  `json:"archived"`
-	PartitionsDropped int64  `json:"partitionsDropped"`
-	StopReason        string `json:"stopReason"`
-}
-
-// historyRunFail is why a run failed.
-type historyRunFail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Pass    string `json:"pass"`
+	Runs *[]wire.HistoryRun `json:"runs"`
 }
 
 // history prints the run history. Exit status: 0 printed (an empty history included), 1 the API
@@ -165,7 +133,7 @@ func parseHistoryFlags(args []string, stderr io.Writer) (historyOptions, error) 
 
 // parseHistory reads the answer, refusing one without "runs" or with a run missing what the table
 // is made of: an answer that is not a history must not print as an empty one.
-func parseHistory(body []byte) ([]historyRun, error) {
+func parseHistory(body []byte) ([]wire.HistoryRun, error) {
 	var a historyAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return nil, fmt.Errorf("not a run history: %w", err)
@@ -183,7 +151,7 @@ func parseHistory(body []byte) ([]historyRun, error) {
 
 // writeHistory prints the table: one line per run, in the API's order, and an indented line
 // under a failed run for its error, which is left out of the column widths.
-func writeHistory(w io.Writer, runs []historyRun, sweep string) error {
+func writeHistory(w io.Writer, runs []wire.HistoryRun, sweep string) error {
 	if len(runs) == 0 {
 		msg := "no runs recorded"
 		if sweep != "" {
@@ -195,7 +163,10 @@ func writeHistory(w io.Writer, runs []historyRun, sweep string) error {
 	rows := [][]string{{"STARTED", "SWEEP", "DURATION", "STOP", "DELETED", "ARCHIVED", "DROPPED", "RUN", "REQUEST"}}
 	notes := []string{""}
 	for _, r := range runs {
-		duration, stop := "-", r.StopReason
+		duration, stop := "-", ""
+		if r.StopReason != nil {
+			stop = string(*r.StopReason)
+		}
 		if r.FinishedAt != nil {
 			duration = formatElapsed(r.FinishedAt.Sub(r.StartedAt))
 		} else if stop == "" {

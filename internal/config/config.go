@@ -47,10 +47,35 @@ const (
 	pgTimeoutResolution = time.Millisecond
 	// pgTimeoutMax is the largest statement_timeout/lock_timeout PostgreSQL accepts (INT_MAX ms).
 	pgTimeoutMax = math.MaxInt32 * time.Millisecond
+	// minReplicaLag is the smallest MAX_REPLICA_LAG: a standby that keeps up shows tens of
+	// milliseconds of replay lag under a drain (0.05s on loopback), so a smaller limit throttles
+	// healthy standbys on every batch.
+	minReplicaLag = 100 * time.Millisecond
+	// minReplicaLagBytes is the smallest MAX_REPLICA_LAG_BYTES, 1 MiB: a batch of 20000 narrow
+	// rows (the adaptive sizer's cap) writes about that much WAL, so a smaller limit would hold
+	// runs back after every batch; and a value that small is more often megabytes meant ("64")
+	// than bytes.
+	minReplicaLagBytes = 1 << 20
 	// signatureResolution is the resolution of a signature's timestamp (unix seconds): a shorter
 	// replay window would refuse fresh requests at random.
 	signatureResolution = time.Second
+	// maxSignatureMaxAge caps the replay window. A captured request stays valid (to a replica
+	// whose cache has not seen it) for this long; clocks kept by NTP are off by far less.
+	maxSignatureMaxAge = 5 * time.Minute
+	// minKeyDistinctBytes is the fewest distinct byte values a signing key may hold under
+	// APP_ENV=production: 32 copies of one letter pass the length check and carry no secret.
+	minKeyDistinctBytes = 16
+	// maxDryRunsCeiling bounds MAX_CONCURRENT_DRY_RUNS: each dry run holds a pooled connection
+	// for up to COUNT_TIMEOUT, so the cap is there to stay well below any pool size.
+	maxDryRunsCeiling = 64
 )
+
+// Production reports whether appEnv (APP_ENV) names production, which turns on the strict rules:
+// no seed-demo, and no signing key with fewer than 16 distinct bytes. The comparison ignores
+// case and surrounding spaces, so "Production" is never the lenient mode by accident.
+func Production(appEnv string) bool {
+	return strings.EqualFold(strings.TrimSpace(appEnv), "production")
+}
 
 // API is the API binary's configuration.
 type API struct {
@@ -87,9 +112,21 @@ type API struct {
 	InternalFetchTimeout time.Duration `env:"INTERNAL_FETCH_TIMEOUT"`
 	// ShutdownGrace is how long SIGTERM waits for the batch in flight and the answers.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"15s"`
-	AppEnv        string        `env:"APP_ENV" envDefault:"development"`
+	// AppEnv labels the logs; "production" (see Production) also turns on the strict rules.
+	AppEnv string `env:"APP_ENV" envDefault:"development"`
+	// MaxDryRuns caps the dry runs counting at once; more answer 429 busy. Each holds a pooled
+	// connection for up to COUNT_TIMEOUT.
+	MaxDryRuns int `env:"MAX_CONCURRENT_DRY_RUNS" envDefault:"2"`
 	// LogLevel is the lowest level the API logs; debug adds one line per batch.
 	LogLevel LogLevel `env:"LOG_LEVEL" envDefault:"info"`
+	// MaxReplicaLag holds a run back while a standby's replay lag is over it; empty or unset: off.
+	MaxReplicaLag time.Duration `env:"MAX_REPLICA_LAG" empty:"unset"`
+	// MaxReplicaLagBytes holds a run back while a standby, or a physical replication slot, is
+	// more WAL bytes behind; empty or unset: off.
+	MaxReplicaLagBytes int `env:"MAX_REPLICA_LAG_BYTES" empty:"unset"`
+	// RunHistoryRetention is how long the run history keeps a run (a Go duration, or whole days
+	// such as 90d); every run prunes what is older.
+	RunHistoryRetention Days `env:"RUN_HISTORY_RETENTION" envDefault:"90d"`
 	// Retention overrides a pass's retention, keyed "<sweep>.<pass>"; only the syntax is checked
 	// here, the sweep package checks names and floors.
 	Retention map[string]time.Duration `env:"SWEEP_RETENTION" empty:"unset"`
@@ -328,8 +365,18 @@ func (r *report) checkAPI(c *API) {
 				r.show(t.key), pgTimeoutResolution, pgTimeoutMax)
 		}
 	}
+	r.checkReplicaLag(c)
+	r.checkRunHistory(c)
 	if r.ok(maxAge) && c.SignatureMaxAge > 0 && c.SignatureMaxAge < signatureResolution {
 		r.addf(maxAge, "%s must be >= %v: signature timestamps are whole seconds", r.show(maxAge), signatureResolution)
+	}
+	// A long window keeps a captured request replayable that long; it mends no clock worth having.
+	if r.ok(maxAge) && c.SignatureMaxAge > maxSignatureMaxAge {
+		r.addf(maxAge, "%s must be <= %v: a captured request stays valid for the whole window",
+			r.show(maxAge), maxSignatureMaxAge)
+	}
+	if r.ok("MAX_CONCURRENT_DRY_RUNS") && (c.MaxDryRuns < 1 || c.MaxDryRuns > maxDryRunsCeiling) {
+		r.addf("MAX_CONCURRENT_DRY_RUNS", "%s must be within 1..%d", r.show("MAX_CONCURRENT_DRY_RUNS"), maxDryRunsCeiling)
 	}
 
 	if r.ok("BATCH_SIZE") && (c.BatchSize < minBatchSize || c.BatchSize > maxBatchSize) {
@@ -341,11 +388,48 @@ func (r *report) checkAPI(c *API) {
 
 	r.checkKey("INTERNAL_SIGNING_KEY", c.SigningKey)
 	r.checkKey("INTERNAL_SIGNING_KEY_PREVIOUS", c.SigningKeyPrevious)
+	if Production(c.AppEnv) {
+		r.checkKeyVariety("INTERNAL_SIGNING_KEY", c.SigningKey)
+		r.checkKeyVariety("INTERNAL_SIGNING_KEY_PREVIOUS", c.SigningKeyPrevious)
+	}
 	// A previous key without a current one is a rotation half done: every route would answer 503
 	// while the operator believes the previous key still works.
 	if c.SigningKey == "" && c.SigningKeyPrevious != "" {
 		r.addf("INTERNAL_SIGNING_KEY", "%s is set but INTERNAL_SIGNING_KEY is empty: set the current key too",
 			r.show("INTERNAL_SIGNING_KEY_PREVIOUS"))
+	}
+}
+
+// checkRunHistory keeps the run history for at least a day: what happened last night must still
+// be there in the morning.
+func (r *report) checkRunHistory(c *API) {
+	const name = "RUN_HISTORY_RETENTION"
+	if r.ok(name) && time.Duration(c.RunHistoryRetention) < 24*time.Hour {
+		r.addf(name, "%s must be at least 1d: the history answers for what happened last night", r.show(name))
+	}
+}
+
+// checkReplicaLag holds the replica throttle's bounds (docs/CRON.md, "Replica lag"). A negative
+// or zero MAX_REPLICA_LAG is refused by the duration check every duration gets.
+func (r *report) checkReplicaLag(c *API) {
+	const (
+		lag      = "MAX_REPLICA_LAG"
+		bytes    = "MAX_REPLICA_LAG_BYTES"
+		deadline = "SWEEP_DEADLINE"
+	)
+	if r.set(lag) && r.ok(lag) && c.MaxReplicaLag < minReplicaLag {
+		r.addf(lag, "%s must be >= %v: a standby that keeps up shows about that much under a batch", r.show(lag), minReplicaLag)
+	}
+	// The throttle sees how old the WAL a standby replays is. With a limit as long as the budget,
+	// it can only react to WAL older than the run: the run's own batches could put the standby a
+	// whole budget further behind before the throttle sees the first of them.
+	if r.set(lag) && r.ok(lag, deadline) && !(c.MaxReplicaLag < c.SweepDeadline) {
+		r.addf(lag, "%s must be < %s: the throttle would see a run's first batch only after the run",
+			r.show(lag), r.show(deadline))
+	}
+	if r.set(bytes) && r.ok(bytes) && c.MaxReplicaLagBytes < minReplicaLagBytes {
+		r.addf(bytes, "%s must be >= %d (1 MiB; it counts bytes): one large batch writes about that much WAL",
+			r.show(bytes), minReplicaLagBytes)
 	}
 }
 
@@ -368,6 +452,33 @@ func (r *report) checkKey(key, value string) {
 	if value != "" && len(value) < minSigningKeyBytes {
 		r.addf(key, "%s is too short: it must be at least %d bytes", r.show(key), minSigningKeyBytes)
 	}
+}
+
+// checkKeyVariety refuses, under APP_ENV=production, a set key of fewer than
+// minKeyDistinctBytes distinct bytes: the length check alone takes 32 copies of one letter. The
+// message names the count, never the key. A hex key has at most 16 distinct bytes and a random
+// 64-digit one lacks a digit about one time in four, so the advice is base64.
+func (r *report) checkKeyVariety(key, value string) {
+	if value == "" || r.bad[key] {
+		return
+	}
+	if n := distinctBytes(value); n < minKeyDistinctBytes {
+		r.addf(key, "%s has %d distinct bytes: APP_ENV=production needs at least %d (generate one with openssl rand -base64 48)",
+			r.show(key), n, minKeyDistinctBytes)
+	}
+}
+
+// distinctBytes counts the distinct byte values of s.
+func distinctBytes(s string) int {
+	var seen [256]bool
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !seen[s[i]] {
+			seen[s[i]] = true
+			n++
+		}
+	}
+	return n
 }
 
 // checkBaseURL accepts an absolute http or https URL with a host.

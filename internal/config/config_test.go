@@ -77,6 +77,8 @@ func TestLoadAPIDefaults(t *testing.T) {
 		InternalFetchTimeout:  0,
 		ShutdownGrace:         15 * time.Second,
 		AppEnv:                "development",
+		RunHistoryRetention:   Days(90 * 24 * time.Hour),
+		MaxDryRuns:            2,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("LoadAPI defaults:\n got %+v\nwant %+v", got, want)
@@ -96,6 +98,7 @@ func TestLoadAPIAccepts(t *testing.T) {
 			"BATCH_PAUSE": "50ms", "SWEEP_POLICY_FILE": "/etc/sweeprail/policy.yaml",
 			"SERVER_WRITE_TIMEOUT": "90s", "INTERNAL_FETCH_TIMEOUT": "100s", "SHUTDOWN_GRACE": "30s",
 			"APP_ENV": "production", "SWEEP_RETENTION": "notifications.read=60d",
+			"MAX_REPLICA_LAG": "1s", "MAX_REPLICA_LAG_BYTES": "67108864",
 		}},
 		// Empty means "not set" for the optional strings.
 		{"optional strings empty", map[string]string{
@@ -113,7 +116,19 @@ func TestLoadAPIAccepts(t *testing.T) {
 		{"max batches 1", map[string]string{"MAX_BATCHES": "1"}},
 		{"statement timeout 1ms", map[string]string{"BATCH_STATEMENT_TIMEOUT": "1ms", "BATCH_LOCK_TIMEOUT": "1ms"}},
 		{"signature max age 1s", map[string]string{"SIGNATURE_MAX_AGE": "1s"}},
+		{"signature max age 5m", map[string]string{"SIGNATURE_MAX_AGE": "5m"}},
+		{"dry runs 1", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "1"}},
+		{"dry runs 64", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "64"}},
+		// Outside production, a key is only checked for its length.
+		{"key of one repeated byte outside production", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("a", 32)}},
+		{"production key of exactly 16 distinct bytes", map[string]string{
+			"APP_ENV": "production", "INTERNAL_SIGNING_KEY": strings.Repeat("0123456789abcdef", 2)}},
 		{"key of exactly 32 bytes", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("k", 32)}},
+		{"replica lag limits empty: off", map[string]string{"MAX_REPLICA_LAG": "", "MAX_REPLICA_LAG_BYTES": ""}},
+		{"replica lag at its floor", map[string]string{"MAX_REPLICA_LAG": "100ms"}},
+		{"replica lag just below the deadline", map[string]string{"MAX_REPLICA_LAG": "89999ms"}},
+		{"replica lag bytes at 1 MiB", map[string]string{"MAX_REPLICA_LAG_BYTES": "1048576"}},
+		{"run history in days", map[string]string{"RUN_HISTORY_RETENTION": "400d"}},
 		// 16 two-byte runes: the length is counted in bytes, not characters.
 		{"key of 32 UTF-8 bytes", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("é", 16)}},
 	}
@@ -170,11 +185,34 @@ func TestLoadAPIBounds(t *testing.T) {
 			[]string{"BATCH_STATEMENT_TIMEOUT=597h must be within 1ms..596h31m23.647s"}},
 		{"signature max age below a second", map[string]string{"SIGNATURE_MAX_AGE": "999ms"},
 			[]string{"SIGNATURE_MAX_AGE=999ms must be >= 1s"}},
+		// Issue 15, row 9: a ten-year window accepted a five-year-old signature.
+		{"signature max age ten years", map[string]string{"SIGNATURE_MAX_AGE": "87600h"},
+			[]string{"SIGNATURE_MAX_AGE=87600h must be <= 5m0s"}},
+		{"signature max age just above 5m", map[string]string{"SIGNATURE_MAX_AGE": "5m1s"},
+			[]string{"SIGNATURE_MAX_AGE=5m1s must be <= 5m0s"}},
+		{"dry runs 0", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "0"}, []string{"MAX_CONCURRENT_DRY_RUNS=0 must be within 1..64"}},
+		{"dry runs 65", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "65"}, []string{"MAX_CONCURRENT_DRY_RUNS=65 must be within 1..64"}},
 		{"batch size 0", map[string]string{"BATCH_SIZE": "0"}, []string{"BATCH_SIZE=0 must be within 1..50000"}},
 		{"batch size 50001", map[string]string{"BATCH_SIZE": "50001"}, []string{"BATCH_SIZE=50001 must be within 1..50000"}},
 		{"batch size negative", map[string]string{"BATCH_SIZE": "-5"}, []string{"BATCH_SIZE=-5 must be within 1..50000"}},
 		{"max batches 0", map[string]string{"MAX_BATCHES": "0"}, []string{"MAX_BATCHES=0 must be >= 1"}},
 		{"max batches negative", map[string]string{"MAX_BATCHES": "-1"}, []string{"MAX_BATCHES=-1 must be >= 1"}},
+		{"replica lag below its floor", map[string]string{"MAX_REPLICA_LAG": "99ms"},
+			[]string{"MAX_REPLICA_LAG=99ms must be >= 100ms"}},
+		{"replica lag equal to the deadline", map[string]string{"MAX_REPLICA_LAG": "90s"},
+			[]string{"MAX_REPLICA_LAG=90s must be < SWEEP_DEADLINE=90s"}},
+		{"deadline lowered to the replica lag", map[string]string{"MAX_REPLICA_LAG": "10s", "SWEEP_DEADLINE": "10s"},
+			[]string{"MAX_REPLICA_LAG=10s must be < SWEEP_DEADLINE=10s"}},
+		{"replica lag bytes negative", map[string]string{"MAX_REPLICA_LAG_BYTES": "-1"},
+			[]string{"MAX_REPLICA_LAG_BYTES=-1 must be >= 1048576"}},
+		{"run history kept less than a day", map[string]string{"RUN_HISTORY_RETENTION": "12h"},
+			[]string{"RUN_HISTORY_RETENTION=12h must be at least 1d"}},
+		{"run history retention malformed", map[string]string{"RUN_HISTORY_RETENTION": "ninety days"},
+			[]string{"RUN_HISTORY_RETENTION"}},
+		{"replica lag bytes zero", map[string]string{"MAX_REPLICA_LAG_BYTES": "0"},
+			[]string{"MAX_REPLICA_LAG_BYTES=0 must be >= 1048576"}},
+		{"replica lag bytes in megabytes by mistake", map[string]string{"MAX_REPLICA_LAG_BYTES": "64"},
+			[]string{"MAX_REPLICA_LAG_BYTES=64 must be >= 1048576 (1 MiB; it counts bytes)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,6 +265,13 @@ func TestLoadAPIMalformed(t *testing.T) {
 		tc{"MAX_BATCHES abc", map[string]string{"MAX_BATCHES": "abc"}, "MAX_BATCHES=abc: not a whole number"},
 		tc{"MAX_BATCHES 1.5", map[string]string{"MAX_BATCHES": "1.5"}, "MAX_BATCHES=1.5: not a whole number"},
 		tc{"MAX_BATCHES empty", map[string]string{"MAX_BATCHES": ""}, "MAX_BATCHES is set but empty"},
+		tc{"MAX_REPLICA_LAG abc", map[string]string{"MAX_REPLICA_LAG": "abc"}, "MAX_REPLICA_LAG=abc: not a Go duration"},
+		tc{"MAX_REPLICA_LAG without unit", map[string]string{"MAX_REPLICA_LAG": "1"}, "MAX_REPLICA_LAG=1: not a Go duration"},
+		tc{"MAX_REPLICA_LAG negative", map[string]string{"MAX_REPLICA_LAG": "-1s"}, "MAX_REPLICA_LAG=-1s must be > 0"},
+		tc{"MAX_REPLICA_LAG zero", map[string]string{"MAX_REPLICA_LAG": "0s"}, "MAX_REPLICA_LAG=0s must be > 0"},
+		tc{"MAX_REPLICA_LAG_BYTES abc", map[string]string{"MAX_REPLICA_LAG_BYTES": "abc"}, "MAX_REPLICA_LAG_BYTES=abc: not a whole number"},
+		tc{"MAX_REPLICA_LAG_BYTES with a unit", map[string]string{"MAX_REPLICA_LAG_BYTES": "64MB"}, "MAX_REPLICA_LAG_BYTES=64MB: not a whole number"},
+		tc{"MAX_CONCURRENT_DRY_RUNS abc", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "abc"}, "MAX_CONCURRENT_DRY_RUNS=abc: not a whole number"},
 		tc{"LISTEN_ADDR empty", map[string]string{"LISTEN_ADDR": ""}, "LISTEN_ADDR is set but empty (unset it for the default :8080)"},
 		tc{"APP_ENV empty", map[string]string{"APP_ENV": ""}, "APP_ENV is set but empty"},
 		tc{"DATABASE_URL empty", map[string]string{"DATABASE_URL": ""}, "DATABASE_URL is set but empty; it is required"},
@@ -246,6 +291,30 @@ func TestLoadAPIMalformed(t *testing.T) {
 		_, err := LoadAPI(map[string]string{})
 		wantProblems(t, err, "DATABASE_URL is required")
 	})
+}
+
+func TestLoadAPIReplicaLag(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		lag   time.Duration
+		bytes int
+	}{
+		{"unset: off", nil, 0, 0},
+		{"empty: off", map[string]string{"MAX_REPLICA_LAG": "", "MAX_REPLICA_LAG_BYTES": ""}, 0, 0},
+		{"both set", map[string]string{"MAX_REPLICA_LAG": "1500ms", "MAX_REPLICA_LAG_BYTES": "67108864"}, 1500 * time.Millisecond, 64 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := LoadAPI(apiEnv(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MaxReplicaLag != tt.lag || cfg.MaxReplicaLagBytes != tt.bytes {
+				t.Errorf("MaxReplicaLag %v, MaxReplicaLagBytes %d; want %v, %d", cfg.MaxReplicaLag, cfg.MaxReplicaLagBytes, tt.lag, tt.bytes)
+			}
+		})
+	}
 }
 
 func TestLoadAPIReportsEveryProblem(t *testing.T) {
@@ -293,6 +362,20 @@ func TestLoadAPISigningKeys(t *testing.T) {
 			[]string{"INTERNAL_SIGNING_KEY_PREVIOUS (40 bytes, value not shown) is set but INTERNAL_SIGNING_KEY is empty"}},
 		{"both short", map[string]string{"INTERNAL_SIGNING_KEY": short, "INTERNAL_SIGNING_KEY_PREVIOUS": "x"}, short,
 			[]string{"INTERNAL_SIGNING_KEY (31 bytes", "INTERNAL_SIGNING_KEY_PREVIOUS (1 bytes"}},
+		// Issue 15, row 9: 32 copies of one letter booted in production.
+		{"production key of one repeated byte", map[string]string{"APP_ENV": "production", "INTERNAL_SIGNING_KEY": strings.Repeat("a", 32)},
+			strings.Repeat("a", 32),
+			[]string{"INTERNAL_SIGNING_KEY (32 bytes, value not shown) has 1 distinct bytes: APP_ENV=production needs at least 16"}},
+		{"production key of 15 distinct bytes", map[string]string{"APP_ENV": "Production ", "INTERNAL_SIGNING_KEY": strings.Repeat("0123456789abcde", 3)},
+			strings.Repeat("0123456789abcde", 3),
+			[]string{"INTERNAL_SIGNING_KEY (45 bytes, value not shown) has 15 distinct bytes"}},
+		{"production previous key of few distinct bytes", map[string]string{"APP_ENV": "production",
+			"INTERNAL_SIGNING_KEY": goodKey, "INTERNAL_SIGNING_KEY_PREVIOUS": strings.Repeat("ab", 20)},
+			strings.Repeat("ab", 20),
+			[]string{"INTERNAL_SIGNING_KEY_PREVIOUS (40 bytes, value not shown) has 2 distinct bytes"}},
+		// A short key is one problem, not two.
+		{"production key short and uniform", map[string]string{"APP_ENV": "production", "INTERNAL_SIGNING_KEY": "aaaa"}, "aaaa",
+			[]string{"INTERNAL_SIGNING_KEY (4 bytes, value not shown) is too short"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,9 +14,9 @@ func FuzzLoadAPI(f *testing.F) {
 	vars := []string{
 		"SIGNATURE_MAX_AGE", "SWEEP_DEADLINE", "BATCH_STATEMENT_TIMEOUT", "BATCH_LOCK_TIMEOUT",
 		"COUNT_TIMEOUT", "BATCH_TARGET", "BATCH_PAUSE", "SERVER_WRITE_TIMEOUT",
-		"INTERNAL_FETCH_TIMEOUT", "SHUTDOWN_GRACE",
+		"INTERNAL_FETCH_TIMEOUT", "SHUTDOWN_GRACE", "MAX_REPLICA_LAG",
 	}
-	for i, v := range []string{"60s", "90s", "5s", "2s", "10s", "100ms", "0s", "120s", "150s", "15s"} {
+	for i, v := range []string{"60s", "90s", "5s", "2s", "10s", "100ms", "0s", "120s", "150s", "15s", "1s"} {
 		f.Add(uint8(i), v, "notifications.read=30d,email-messages.sent=14d")
 	}
 	for _, seed := range [][2]string{
@@ -82,6 +82,12 @@ func checkBounds(t *testing.T, c API) {
 	}
 	if c.BatchPause > 0 && c.BatchPause >= c.SweepDeadline {
 		t.Fatalf("accepted BATCH_PAUSE=%v >= SWEEP_DEADLINE=%v", c.BatchPause, c.SweepDeadline)
+	}
+	if c.MaxReplicaLag != 0 && (c.MaxReplicaLag < 100*time.Millisecond || c.MaxReplicaLag >= c.SweepDeadline) {
+		t.Fatalf("accepted MAX_REPLICA_LAG=%v with SWEEP_DEADLINE=%v", c.MaxReplicaLag, c.SweepDeadline)
+	}
+	if c.MaxReplicaLagBytes != 0 && c.MaxReplicaLagBytes < 1<<20 {
+		t.Fatalf("accepted MAX_REPLICA_LAG_BYTES=%d", c.MaxReplicaLagBytes)
 	}
 	if c.SignatureMaxAge < time.Second {
 		t.Fatalf("accepted SIGNATURE_MAX_AGE=%v below the signature's 1s resolution", c.SignatureMaxAge)

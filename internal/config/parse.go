@@ -114,3 +114,16 @@ func (l *LogLevel) UnmarshalText(b []byte) error {
 
 // Level returns l as a slog.Level, for a handler's options.
 func (l LogLevel) Level() slog.Level { return slog.Level(l) }
+
+// Days is a duration written as ParseDays reads it: "90d" or "2160h".
+type Days time.Duration
+
+// UnmarshalText parses text with ParseDays.
+func (d *Days) UnmarshalText(text []byte) error {
+	v, err := ParseDays(string(text))
+	if err != nil {
+		return err
+	}
+	*d = Days(v)
+	return nil
+}

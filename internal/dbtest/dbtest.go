@@ -2,6 +2,10 @@
 // migrated once. Cloning a template is a file copy inside the server, far cheaper than running
 // the migrations per test, and it isolates tests that write the same tables.
 //
+// Three kinds of database: URL and Pool hold both migration sets (sweeprail's own schema and the
+// demo reference schema the bundled catalog sweeps); SweeprailURL holds sweeprail's own set only,
+// as `api migrate up` leaves a database of the operator's; EmptyURL holds nothing.
+//
 // The server comes from TEST_DATABASE_URL (make test starts a throwaway cluster and sets it).
 // Without it a test is skipped, except under CI=true, where it fails: CI must never go green by
 // skipping every database test.
@@ -30,11 +34,20 @@ import (
 // templateLockKey serialises template creation across test binaries running in parallel.
 const templateLockKey = 7_302_114_550
 
-var template struct {
+// template is one template database, built at most once per test binary.
+type template struct {
+	// kind names it ("full", "own") and sets is what it is migrated with.
+	kind string
+	sets []*migrations.Set
 	once sync.Once
 	name string
 	err  error
 }
+
+var (
+	full = &template{kind: "full", sets: migrations.Sets()}
+	own  = &template{kind: "own", sets: []*migrations.Set{migrations.Sweeprail}}
+)
 
 // ServerURL returns TEST_DATABASE_URL, skipping the test when it is unset (failing it under CI=true).
 func ServerURL(t testing.TB) string {
@@ -49,18 +62,31 @@ func ServerURL(t testing.TB) string {
 	return u
 }
 
-// URL creates a fresh, migrated database for this test, drops it when the test ends, and returns
-// its URL: for tests that hand the database to a separate process.
+// URL creates a fresh database holding both migration sets for this test, drops it when the test
+// ends, and returns its URL: for tests that hand the database to a separate process.
 func URL(t testing.TB) string {
+	t.Helper()
+	return clone(t, full)
+}
+
+// SweeprailURL creates a fresh database holding sweeprail's own migration set only (schema
+// sweeprail), dropped when the test ends: a database of the operator's after `api migrate up`,
+// for adoption tests that load a foreign schema into it.
+func SweeprailURL(t testing.TB) string {
+	t.Helper()
+	return clone(t, own)
+}
+
+func clone(t testing.TB, tpl *template) string {
 	t.Helper()
 	server := ServerURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	template.once.Do(func() { template.name, template.err = ensureTemplate(ctx, server) })
-	if template.err != nil {
-		t.Fatalf("dbtest: template: %v", template.err)
+	tpl.once.Do(func() { tpl.name, tpl.err = ensureTemplate(ctx, server, tpl) })
+	if tpl.err != nil {
+		t.Fatalf("dbtest: %s template: %v", tpl.kind, tpl.err)
 	}
-	return create(ctx, t, server, "TEMPLATE "+pgx.Identifier{template.name}.Sanitize())
+	return create(ctx, t, server, "TEMPLATE "+pgx.Identifier{tpl.name}.Sanitize())
 }
 
 // EmptyURL creates a fresh database with no migrations applied, dropped when the test ends.
@@ -95,7 +121,8 @@ func create(ctx context.Context, t testing.TB, server, options string) string {
 	return withDatabase(t, server, name)
 }
 
-// Pool returns a pool on a fresh, migrated database of this test's own, closed at cleanup.
+// Pool returns a pool on a fresh database of this test's own holding both migration sets, closed
+// at cleanup.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	u := URL(t)
@@ -126,14 +153,15 @@ func connect(ctx context.Context, t testing.TB, u string) *pgx.Conn {
 	return c
 }
 
-// ensureTemplate creates, once per migration set, a migrated database to clone. Its name carries a
-// hash of the migrations, so a changed migration gets a new template instead of a stale one.
-func ensureTemplate(ctx context.Context, server string) (string, error) {
+// ensureTemplate creates, once per kind and migrations, a migrated database to clone. Its name
+// carries a hash of the migrations, so a changed migration gets a new template instead of a stale
+// one.
+func ensureTemplate(ctx context.Context, server string, tpl *template) (string, error) {
 	sum, err := migrationsHash()
 	if err != nil {
 		return "", err
 	}
-	name := "sweeprail_tpl_" + sum[:12]
+	name := "sweeprail_tpl_" + tpl.kind + "_" + sum[:12]
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return "", fmt.Errorf("connect: %w", err)
@@ -164,8 +192,10 @@ func ensureTemplate(ctx context.Context, server string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := migrations.Up(ctx, u, io.Discard); err != nil {
-		return "", fmt.Errorf("migrate template: %w", err)
+	for _, set := range tpl.sets {
+		if err := set.Up(ctx, u, io.Discard); err != nil {
+			return "", fmt.Errorf("migrate template: %w", err)
+		}
 	}
 	if _, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s",
 		pgx.Identifier{building}.Sanitize(), pgx.Identifier{name}.Sanitize())); err != nil {

@@ -2,26 +2,55 @@ package dbtest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/migrations"
 )
 
+// userObjects lists the schemas and relations of a database that are not PostgreSQL's own.
+func userObjects(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	var objs []string
+	err := pool.QueryRow(context.Background(), `
+SELECT coalesce(array_agg(o ORDER BY o), '{}') FROM (
+    SELECT 'schema ' || nspname AS o FROM pg_namespace
+     WHERE nspname NOT IN ('public', 'information_schema') AND nspname NOT LIKE 'pg\_%'
+    UNION ALL
+    SELECT 'relation ' || n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname NOT IN ('information_schema') AND n.nspname NOT LIKE 'pg\_%'
+) x`).Scan(&objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func newPool(t *testing.T, u string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 func TestPool(t *testing.T) {
-	t.Run("migrated", func(t *testing.T) {
+	t.Run("both sets migrated", func(t *testing.T) {
 		pool := dbtest.Pool(t)
-		latest, err := migrations.Latest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var applied int64
-		if err := pool.QueryRow(context.Background(),
-			"SELECT max(version_id) FROM goose_db_version WHERE is_applied").Scan(&applied); err != nil {
-			t.Fatal(err)
-		}
-		if applied != latest || latest < 2 {
-			t.Fatalf("template at version %d, migrations reach %d", applied, latest)
+		for _, set := range migrations.Sets() {
+			latest, err := set.Latest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied, err := set.Check(context.Background(), pool)
+			if err != nil || applied != latest {
+				t.Fatalf("%s set at version %d (%v), migrations reach %d", set.Name, applied, err, latest)
+			}
 		}
 	})
 
@@ -46,4 +75,29 @@ func TestPool(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestSweeprailURL: a database with sweeprail's own set holds schema sweeprail and nothing else.
+func TestSweeprailURL(t *testing.T) {
+	pool := newPool(t, dbtest.SweeprailURL(t))
+	if _, err := migrations.Sweeprail.Check(context.Background(), pool); err != nil {
+		t.Fatalf("sweeprail set: %v", err)
+	}
+	if _, err := migrations.Demo.Check(context.Background(), pool); err == nil {
+		t.Fatal("the demo set is installed too")
+	}
+	for _, o := range userObjects(t, pool) {
+		// Everything in schema sweeprail, nothing anywhere else.
+		if o != "schema sweeprail" && !strings.HasPrefix(o, "relation sweeprail.") {
+			t.Errorf("unexpected %s", o)
+		}
+	}
+}
+
+// TestEmptyURL: an empty database holds nothing of either set.
+func TestEmptyURL(t *testing.T) {
+	pool := newPool(t, dbtest.EmptyURL(t))
+	if objs := userObjects(t, pool); len(objs) != 0 {
+		t.Fatalf("an empty database holds %v", objs)
+	}
 }

@@ -105,6 +105,15 @@ SELECT acc.ids[1 + s.i % acc.n], 'key-' || gen_random_uuid(), sha256(convert_to(
 FROM (SELECT i, pg_temp.aged(i / 2, interval '48 hours') AS at FROM generate_series(1, $1::int) i) s, acc`},
 }
 
+// Tables returns the tables Seed writes, in the order it writes them.
+func Tables() []string {
+	out := make([]string, len(statements))
+	for i, s := range statements {
+		out[i] = s.table
+	}
+	return out
+}
+
 // Seed adds about rows rows across the reference schema in one transaction and reports each table's
 // count to w. Running it again adds more rows; it never conflicts with earlier ones.
 func Seed(ctx context.Context, pool *pgxpool.Pool, rows int, w io.Writer) error {

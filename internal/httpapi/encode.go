@@ -24,7 +24,11 @@ const (
 	codeDryRunFailed         = "dry_run_failed"
 	codeDatabaseUnreachable  = "database_unreachable"
 	codeMigrationsPending    = "migrations_pending"
+	codePolicyTablesMissing  = "policy_tables_missing"
 	codeInternal             = "internal"
+	codeBodyTimeout          = "body_timeout"
+	codeUnexpectedQuery      = "unexpected_query"
+	codeBusy                 = "busy"
 )
 
 // errorBody is the one error envelope of the API.

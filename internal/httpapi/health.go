@@ -3,23 +3,23 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/migrations"
 )
 
 // readyTimeout bounds one readiness check: a probe that hangs is worse than one that fails.
 const readyTimeout = 2 * time.Second
-
-// sqlstateUndefinedTable is what a query on goose_db_version raises before any migration ran.
-const sqlstateUndefinedTable = "42P01"
 
 // handleHealthz serves GET /healthz: the process is up and serving. It never touches the
 // database, so a database outage does not get every replica restarted.
@@ -31,51 +31,84 @@ func handleHealthz(logger *slog.Logger) http.Handler {
 
 // readyAnswer is the body of a 200 from /readyz.
 type readyAnswer struct {
-	Status    string `json:"status"`
-	Migration int64  `json:"migration"`
+	Status string `json:"status"`
+	// Migration is the newest of sweeprail's own migrations the database holds.
+	Migration int64 `json:"migration"`
 }
 
-// handleReadyz serves GET /readyz: the database answers and holds every migration this build
-// embeds. A database ahead of the build (a newer replica migrated it) is ready: migrations only
-// add what older code ignores.
-func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool) http.Handler {
-	latest, latestErr := migrations.Latest()
+// handleReadyz serves GET /readyz: the database answers, holds every migration of sweeprail's
+// own set (schema sweeprail) that this build embeds and its lease table, and every table the
+// served policy sweeps or guards by. It never looks at the demo schema: on a database of the
+// operator's there is none. A database ahead of the build (a newer replica migrated it) is
+// ready: migrations only add what older code ignores.
+func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool, tables []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if latestErr != nil {
-			writeError(w, r, logger, latestErr)
-			return
-		}
 		if pool == nil {
 			writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeDatabaseUnreachable, "no database is configured"))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		applied, err := appliedMigration(ctx, pool)
-		var pgErr *pgconn.PgError
+		applied, err := migrations.Sweeprail.Check(ctx, pool)
+		var missing []string
+		if err == nil {
+			missing, err = missingTables(ctx, pool, tables)
+		}
+		var notReady *migrations.NotReadyError
 		switch {
-		case errors.As(err, &pgErr) && pgErr.Code == sqlstateUndefinedTable:
-			writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeMigrationsPending,
-				"no migration is applied (no goose_db_version table): run api migrate up"))
+		case errors.As(err, &notReady):
+			writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeMigrationsPending, "%s", notReady.Error()))
 		case err != nil:
 			// /readyz is unauthenticated: the host, user and database names stay in the log.
 			logger.Warn("readiness check failed", "request_id", requestIDFrom(r.Context()), "err", err)
 			writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeDatabaseUnreachable,
 				"the database does not answer; the server log has the details"))
-		case applied < latest:
-			writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeMigrationsPending,
-				"the database is at migration %d, this build needs %d: run api migrate up", applied, latest))
+		case len(missing) > 0:
+			writeError(w, r, logger, newError(http.StatusServiceUnavailable, codePolicyTablesMissing,
+				"the served policy's tables do not exist: %s", strings.Join(missing, ", ")))
 		default:
 			writeJSON(w, r, logger, http.StatusOK, readyAnswer{Status: "ready", Migration: applied})
 		}
 	})
 }
 
-// appliedMigration returns the newest migration goose recorded as applied, 0 for none.
-func appliedMigration(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
-	var v int64
-	err := pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&v)
-	return v, err
+// policyTables lists, once each, the tables the specs delete from or guard by, as the policy
+// names them (bare or schema-qualified).
+func policyTables(specs []sweep.Spec) []string {
+	var out []string
+	for _, s := range specs {
+		for _, p := range s.Passes {
+			out = append(out, p.Table)
+			for _, g := range p.Guards {
+				out = append(out, g.Table)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// missingTables returns which of tables do not exist, resolved as the sweep statements resolve
+// them (exact names, schema-qualified or on the search_path): one query, whatever their number.
+func missingTables(ctx context.Context, pool *pgxpool.Pool, tables []string) ([]string, error) {
+	if len(tables) == 0 {
+		return nil, nil
+	}
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = pgx.Identifier(strings.Split(t, ".")).Sanitize()
+	}
+	var idx []int32
+	err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(i::int ORDER BY i), '{}')
+  FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i) WHERE to_regclass(name) IS NULL`, quoted).Scan(&idx)
+	if err != nil {
+		return nil, fmt.Errorf("look up the policy's tables: %w", err)
+	}
+	missing := make([]string, len(idx))
+	for i, n := range idx {
+		missing[i] = tables[n-1]
+	}
+	return missing, nil
 }
 
 // handleNotFound answers a path no route serves.

@@ -2,28 +2,38 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/migrations"
 )
 
-// probeServer serves NewServer over pool, for the routes that need no signature.
+// probeServer serves NewServer over pool with the bundled catalog, for the routes that need no
+// signature.
 func probeServer(t *testing.T, pool *pgxpool.Pool) *harness {
+	t.Helper()
+	return probeServerOf(t, pool, sweep.Catalog())
+}
+
+// probeServerOf serves NewServer over pool with specs.
+func probeServerOf(t *testing.T, pool *pgxpool.Pool, specs []sweep.Spec) *harness {
 	t.Helper()
 	// The runner needs a pool even where the server is given none; this one never connects.
 	runnerPool := pool
 	if runnerPool == nil {
 		runnerPool = newPool(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1")
 	}
-	runner, err := sweep.NewRunner(sweep.Config{Pool: runnerPool, Specs: sweep.Catalog(), Settings: defaultOptions().settings, Logger: slog.New(slog.DiscardHandler)})
+	runner, err := sweep.NewRunner(sweep.Config{Pool: runnerPool, Specs: specs, Settings: defaultOptions().settings, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,35 +52,74 @@ func newPool(t *testing.T, u string) *pgxpool.Pool {
 	return pool
 }
 
+// poolWith returns a pool on a fresh database of the kind u gives, after running sql on it.
+func poolWith(t *testing.T, u, sql string) *pgxpool.Pool {
+	t.Helper()
+	pool := newPool(t, u)
+	if _, err := pool.Exec(ctx, sql); err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+	return pool
+}
+
+// jobsPolicy is a user's policy over one table of theirs and a guard table, served on a database
+// that holds no demo schema.
+var jobsPolicy = []sweep.Spec{{Name: "jobs", Passes: []sweep.Pass{{
+	Name: "done", Table: "queue.Jobs", AgeColumn: "finished_at", Retention: 24 * time.Hour,
+	Guards: []sweep.Guard{{Table: "job_deps", Column: "job_id", References: "id"}},
+}}}}
+
+const jobsSchema = `CREATE SCHEMA queue; CREATE TABLE queue."Jobs" (id bigint PRIMARY KEY, finished_at timestamptz);
+CREATE TABLE job_deps (job_id bigint)`
+
 func TestProbes(t *testing.T) {
 	t.Parallel()
 	migrated := dbtest.URL(t)
-	behind := dbtest.URL(t)
-	behindPool := newPool(t, behind)
-	if _, err := behindPool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`); err != nil {
-		t.Fatal(err)
-	}
+	down := "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
 	cases := []struct {
 		name   string
 		pool   *pgxpool.Pool
+		specs  []sweep.Spec // nil: the bundled catalog
 		path   string
 		status int
 		// want is the error code of a failure, or a part of a success's body.
 		want string
+		// message is a part of a failure's message.
+		message string
 	}{
-		{"healthz", newPool(t, migrated), "/healthz", 200, `{"status":"ok"}`},
-		{"healthz does not need the database", newPool(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"), "/healthz", 200, `{"status":"ok"}`},
-		{"readyz on a migrated database", newPool(t, migrated), "/readyz", 200, `"status":"ready"`},
-		{"readyz on an empty database", newPool(t, dbtest.EmptyURL(t)), "/readyz", 503, "migrations_pending"},
-		{"readyz on a database one migration behind", behindPool, "/readyz", 503, "migrations_pending"},
-		{"readyz with the database down", newPool(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"), "/readyz", 503, "database_unreachable"},
-		{"readyz without a pool", nil, "/readyz", 503, "database_unreachable"},
-		{"unknown path", nil, "/nope", 404, "not_found"},
-		{"wrong method", nil, "/healthz?method=POST", 405, "method_not_allowed"},
+		{name: "healthz", pool: newPool(t, migrated), path: "/healthz", status: 200, want: `{"status":"ok"}`},
+		{name: "healthz does not need the database", pool: newPool(t, down), path: "/healthz", status: 200, want: `{"status":"ok"}`},
+		{name: "readyz on a migrated database", pool: newPool(t, migrated), path: "/readyz", status: 200, want: fmt.Sprintf(`{"status":"ready","migration":%d}`, latestSweeprail(t))},
+		{name: "readyz on an empty database", pool: newPool(t, dbtest.EmptyURL(t)), path: "/readyz", status: 503, want: "migrations_pending",
+			message: "no table sweeprail.goose_db_version): run api migrate up"},
+		{name: "readyz with only the demo schema", pool: poolWith(t, dbtest.URL(t), `DROP SCHEMA sweeprail CASCADE`), path: "/readyz", status: 503,
+			want: "migrations_pending", message: "run api migrate up"},
+		{name: "readyz on a database one migration behind",
+			pool: poolWith(t, dbtest.URL(t), `DELETE FROM sweeprail.goose_db_version WHERE version_id = (SELECT max(version_id) FROM sweeprail.goose_db_version)`),
+			path: "/readyz", status: 503, want: "migrations_pending", message: "run api migrate up"},
+		{name: "readyz without the lease table", pool: poolWith(t, dbtest.URL(t), `DROP TABLE sweeprail.sweep_lock`), path: "/readyz", status: 503,
+			want: "migrations_pending", message: "sweeprail.sweep_lock"},
+		// The demo schema's migrations are not sweeprail's business on a database of the operator's.
+		{name: "readyz on a user's database without the demo schema", pool: poolWith(t, dbtest.SweeprailURL(t), jobsSchema), specs: jobsPolicy,
+			path: "/readyz", status: 200, want: `"status":"ready"`},
+		{name: "readyz when a table of the policy is missing", pool: poolWith(t, dbtest.SweeprailURL(t), `CREATE TABLE job_deps (job_id bigint)`), specs: jobsPolicy,
+			path: "/readyz", status: 503, want: "policy_tables_missing", message: "do not exist: queue.Jobs"},
+		{name: "readyz when a guard table of the policy is missing", pool: poolWith(t, dbtest.SweeprailURL(t), jobsSchema+`; DROP TABLE job_deps`), specs: jobsPolicy,
+			path: "/readyz", status: 503, want: "policy_tables_missing", message: "do not exist: job_deps"},
+		{name: "readyz with the bundled catalog and no demo schema", pool: newPool(t, dbtest.SweeprailURL(t)), path: "/readyz", status: 503,
+			want: "policy_tables_missing", message: "accounts, audit_log, consent_records"},
+		{name: "readyz with the database down", pool: newPool(t, down), path: "/readyz", status: 503, want: "database_unreachable"},
+		{name: "readyz without a pool", path: "/readyz", status: 503, want: "database_unreachable"},
+		{name: "unknown path", path: "/nope", status: 404, want: "not_found"},
+		{name: "wrong method", path: "/healthz?method=POST", status: 405, want: "method_not_allowed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := probeServer(t, tc.pool)
+			specs := tc.specs
+			if specs == nil {
+				specs = sweep.Catalog()
+			}
+			h := probeServerOf(t, tc.pool, specs)
 			method, path := http.MethodGet, tc.path
 			if p, ok := strings.CutSuffix(path, "?method=POST"); ok {
 				method, path = http.MethodPost, p
@@ -80,8 +129,12 @@ func TestProbes(t *testing.T) {
 				t.Fatalf("HTTP %d, want %d: %s", a.status, tc.status, a.body)
 			}
 			if tc.status >= 400 {
-				if code, _ := envelope(t, a); code != tc.want {
+				code, message := envelope(t, a)
+				if code != tc.want {
 					t.Errorf("error %q, want %q", code, tc.want)
+				}
+				if !strings.Contains(message, tc.message) {
+					t.Errorf("message %q, want it to say %q", message, tc.message)
 				}
 				return
 			}
@@ -140,4 +193,14 @@ func TestMetricsRoute(t *testing.T) {
 			t.Errorf("exposition lacks %s", line)
 		}
 	}
+}
+
+// latestSweeprail is the newest migration of sweeprail's own set, which /readyz reports.
+func latestSweeprail(t *testing.T) int64 {
+	t.Helper()
+	v, err := migrations.Sweeprail.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

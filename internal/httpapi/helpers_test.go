@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
@@ -86,6 +87,9 @@ type options struct {
 	settings   sweep.Settings
 	runContext context.Context
 	bounds     httpapi.Bounds
+	// bodyTimeout and maxDryRuns are passed as they are: 0 leaves NewServer's default.
+	bodyTimeout time.Duration
+	maxDryRuns  int
 }
 
 func defaultOptions() options {
@@ -131,7 +135,8 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m})
+	runs := history.New(pool, history.DefaultRetention)
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m, History: runs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +146,8 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 		v = signing.NewVerifier(byteKeys(o.keys...), maxAge, time.Now, 1000)
 	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
-		Logger: logger, Runner: h.runner, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,
-		Bounds: o.bounds, RunContext: o.runContext,
+		Logger: logger, Runner: h.runner, History: runs, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,
+		Bounds: o.bounds, RunContext: o.runContext, BodyTimeout: o.bodyTimeout, MaxDryRuns: o.maxDryRuns,
 	}))
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
@@ -152,7 +157,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	h.exec(`CREATE TABLE lease_audit (label text NOT NULL, op text NOT NULL)`)
 	h.exec(`CREATE FUNCTION audit_lease() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO lease_audit VALUES (NEW.label, TG_OP); RETURN NEW; END $$`)
-	h.exec(`CREATE TRIGGER audit_lease AFTER INSERT OR UPDATE ON sweep_lock FOR EACH ROW EXECUTE FUNCTION audit_lease()`)
+	h.exec(`CREATE TRIGGER audit_lease AFTER INSERT OR UPDATE ON sweeprail.sweep_lock FOR EACH ROW EXECUTE FUNCTION audit_lease()`)
 	h.exec(`INSERT INTO accounts (email) VALUES ('owner@example.com')`)
 	return h
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/signing"
+	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -101,4 +107,48 @@ func FuzzDecodeSweepRequest(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", body)
 		}
 	})
+}
+
+// TestEnsureSigned: the /internal router checks the signature itself when a request reaches it
+// without passing signInternal (here: a mux built without it), and does not check twice a
+// request that did pass (a second check would refuse it as replayed).
+func TestEnsureSigned(t *testing.T) {
+	const key = "ensure-signed-test-key-0123456789abcdef"
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	settings := sweep.Settings{Deadline: time.Minute, StatementTimeout: time.Second, LockTimeout: time.Second, CountTimeout: time.Second,
+		BatchSize: 1000, MinBatchSize: 100, MaxBatchSize: 20000, BatchTarget: 100 * time.Millisecond, MaxBatches: 10}
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Logger: slog.New(slog.DiscardHandler), Runner: runner,
+		Verifier: signing.NewVerifier([][]byte{[]byte(key)}, time.Minute, time.Now, 10), MaxDryRuns: 1, BodyTimeout: time.Second}
+	check := requireSignature(deps.Logger, deps.Verifier, nil, deps.BodyTimeout)
+
+	bare := chi.NewRouter() // no signInternal in front
+	addRoutes(bare, deps, check)
+	full := chi.NewRouter()
+	full.Use(signInternal(check))
+	addRoutes(full, deps, check)
+
+	for name, h := range map[string]http.Handler{"without signInternal": bare, "with signInternal": full} {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/internal/sweeps", nil))
+			if rec.Code != http.StatusUnauthorized {
+				t.Errorf("unsigned: HTTP %d, want 401: %s", rec.Code, rec.Body)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/internal/sweeps", nil)
+			signing.SignRequest(req, nil, []byte(key), time.Now())
+			rec = httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				t.Errorf("signed: HTTP %d, want 200: %s", rec.Code, rec.Body)
+			}
+		})
+	}
 }

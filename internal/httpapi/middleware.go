@@ -8,7 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"os"
+	"path"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -21,7 +25,11 @@ import (
 // ctxKey is the type of this package's context keys, so no other package can collide with them.
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const (
+	requestIDKey ctxKey = iota
+	// verifiedKey marks a request whose signature requireSignature accepted.
+	verifiedKey
+)
 
 // requestIDHeader carries the request id both ways: taken from a caller that sets it (a proxy),
 // returned on every answer so a client's report can be matched to the server's log.
@@ -136,42 +144,145 @@ func recoverPanic(logger *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// requireSignature guards /internal/*. It reads the body under maxBodyBytes and verifies the
-// signature over it before anything decodes the body or touches the database; then it hands the
-// handler the body it verified. With no verifier (no key configured), it refuses everything:
-// an unconfigured key must never mean an open door.
-func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metrics) func(http.Handler) http.Handler {
+// internalPrefix is the part of the URL space behind the signature.
+const internalPrefix = "/internal"
+
+// isInternal reports whether a request for u must meet the signature check: its path, decoded or
+// raw, cleaned or not, is /internal or under it. Generous on purpose: a path that only looks
+// internal costs its sender a 401, while one the router sends into /internal unchecked would be
+// a way around the signature.
+func isInternal(u *url.URL) bool {
+	for _, p := range []string{u.Path, u.RawPath} {
+		for _, q := range []string{p, path.Clean("/" + p)} {
+			if q == internalPrefix || strings.HasPrefix(q, internalPrefix+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// signInternal sends every /internal request through check before the router sees it. It sits
+// in front of routing because chi answers a method it does not know (FOO, a lower-case post) with
+// 405 before any subrouter's middleware runs, which told an unsigned caller which paths exist.
+func signInternal(check func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		checked := check(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isInternal(r.URL) {
+				checked.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// ensureSigned is the /internal subrouter's own line: a request that reached it without passing
+// signInternal (a path isInternal failed to recognise) meets the check here, never skips it.
+func ensureSigned(check func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		checked := check(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ok, _ := r.Context().Value(verifiedKey).(bool); ok {
+				next.ServeHTTP(w, r)
+				return
+			}
+			checked.ServeHTTP(w, r)
+		})
+	}
+}
+
+// requireSignature guards /internal/*, in this order: a configured key (503 otherwise), then the
+// header alone (missing, malformed, stale: refused before a byte of the body is read), then the
+// body, read under maxBodyBytes and within bodyTimeout, then the MAC and the replay cache over it.
+// Only then does the handler get the body it verified; nothing before touches the database. With
+// no verifier (no key configured), it refuses everything: an unconfigured key must never mean an
+// open door.
+func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metrics, bodyTimeout time.Duration) func(http.Handler) http.Handler {
+	refused := func(w http.ResponseWriter, r *http.Request, err error) {
+		var se *signing.Error
+		if errors.As(err, &se) {
+			m.AuthFailure(string(se.Reason))
+			logger.Warn("signature refused", "request_id", requestIDFrom(r.Context()), "reason", se.Reason,
+				"detail", se.Detail, "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
+		}
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if v == nil {
-				writeError(w, r, logger, newError(http.StatusServiceUnavailable, codeSigningNotConfigured,
+				refuseUnread(w, r, logger, bodyTimeout, newError(http.StatusServiceUnavailable, codeSigningNotConfigured,
 					"no signing key is configured on the server (INTERNAL_SIGNING_KEY): /internal/* is closed"))
 				return
 			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+			if err := checkHeader(v, r); err != nil {
+				refused(w, r, err)
+				refuseUnread(w, r, logger, bodyTimeout, err)
+				return
+			}
+			if r.ContentLength > maxBodyBytes {
+				refuseUnread(w, r, logger, bodyTimeout, &http.MaxBytesError{Limit: maxBodyBytes})
+				return
+			}
+			body, err := readBody(w, r, bodyTimeout)
 			if err != nil {
-				var mbe *http.MaxBytesError
-				if !errors.As(err, &mbe) {
-					err = badRequest("read the request body: %v", err)
-				}
 				writeError(w, r, logger, err)
 				return
 			}
 			if err := verify(v, r, body); err != nil {
-				var se *signing.Error
-				if errors.As(err, &se) {
-					m.AuthFailure(string(se.Reason))
-					logger.Warn("signature refused", "request_id", requestIDFrom(r.Context()), "reason", se.Reason,
-						"detail", se.Detail, "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
-				}
+				refused(w, r, err)
 				writeError(w, r, logger, err)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey, true)))
 		})
 	}
+}
+
+// checkHeader runs the checks that need no body.
+func checkHeader(v *signing.Verifier, r *http.Request) error {
+	if n := len(r.Header.Values(signing.Header)); n > 1 {
+		return &signing.Error{Reason: signing.ReasonMalformed, Detail: fmt.Sprintf("%s given %d times", signing.Header, n)}
+	}
+	return v.CheckHeader(r.Header.Get(signing.Header))
+}
+
+// readBody reads the body under maxBodyBytes within timeout of now. The deadline is the
+// connection's, so a client that sends its body a byte at a time is cut when it passes, however
+// long the server's ReadTimeout is; it is lifted once the body is in, since net/http's background
+// read would otherwise cancel the request's context when it passed.
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	// Not supported only under a test recorder, where no client can be slow.
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, nil
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// Whatever is left of the body is still on the wire: the connection cannot serve another request.
+		w.Header().Set("Connection", "close")
+		return nil, newError(http.StatusRequestTimeout, codeBodyTimeout,
+			"the request body did not arrive within %s", timeout)
+	}
+	return nil, badRequest("read the request body: %v", err)
+}
+
+// refuseUnread answers err to a request whose body was not read, and closes the connection: after
+// the answer, net/http would drain the body to keep the connection, for as long as the client
+// takes to send it. The drain gets drainTimeout, so a client whose body was already on its way
+// still reads the answer rather than a reset.
+func refuseUnread(w http.ResponseWriter, r *http.Request, logger *slog.Logger, drainTimeout time.Duration, err error) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainTimeout))
+	writeError(w, r, logger, err)
 }
 
 // verify checks r's signature over body. Two signature headers are malformed rather than "take
@@ -181,5 +292,5 @@ func verify(v *signing.Verifier, r *http.Request, body []byte) error {
 	if n := len(r.Header.Values(signing.Header)); n > 1 {
 		return &signing.Error{Reason: signing.ReasonMalformed, Detail: fmt.Sprintf("%s given %d times", signing.Header, n)}
 	}
-	return v.Verify(r.Header.Get(signing.Header), r.Method, r.URL.Path, r.URL.RawQuery, body)
+	return v.VerifyContext(r.Context(), r.Header.Get(signing.Header), r.Method, r.URL.Path, r.URL.RawQuery, body)
 }

@@ -9,16 +9,18 @@ import (
 
 // addRoutes is the whole API surface, in one place.
 //
-// Everything under /internal/ sits behind the signature middleware, which is attached to the
-// /internal subrouter itself: unknown paths and wrong methods under /internal/ are refused by the
-// signature check first, so an unsigned caller learns nothing about which routes exist.
-func addRoutes(mux *chi.Mux, d Deps) {
+// Everything under /internal/ sits behind the signature check, which NewServer runs before
+// routing (signInternal) and the /internal subrouter runs again for anything that got past it
+// (ensureSigned): unknown paths and methods under /internal/, FOO and a lower-case post included,
+// are refused by the signature check first, so an unsigned caller learns nothing about which
+// routes exist.
+func addRoutes(mux *chi.Mux, d Deps, signed func(http.Handler) http.Handler) {
 	// Set before Route, so the /internal subrouter inherits them.
 	mux.NotFound(handleNotFound(d.Logger))
 	mux.MethodNotAllowed(handleMethodNotAllowed(d.Logger, mux))
 
 	mux.Method(http.MethodGet, "/healthz", handleHealthz(d.Logger))
-	mux.Method(http.MethodGet, "/readyz", handleReadyz(d.Logger, d.Pool))
+	mux.Method(http.MethodGet, "/readyz", handleReadyz(d.Logger, d.Pool, policyTables(d.Runner.Specs())))
 	mux.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{
 		ErrorLog: slogErrorLog{d.Logger},
 		// A collector that fails must not hide every other metric.
@@ -26,8 +28,10 @@ func addRoutes(mux *chi.Mux, d Deps) {
 	}))
 
 	mux.Route("/internal", func(r chi.Router) {
-		r.Use(requireSignature(d.Logger, d.Verifier, d.Metrics))
+		r.Use(ensureSigned(signed))
 		r.Method(http.MethodGet, "/sweeps", handleCatalog(d.Logger, d.Runner, d.Bounds))
-		r.Method(http.MethodPost, "/sweep-{name}", handleSweep(d.Logger, d.Runner, d.RunContext))
+		r.With(refuseQuery(d.Logger)).Method(http.MethodPost, "/sweep-{name}",
+			handleSweep(d.Logger, d.Runner, d.RunContext, newDryRunSlots(d.MaxDryRuns, d.Runner.Settings().CountTimeout)))
+		r.Method(http.MethodGet, "/runs", handleRuns(d.Logger, d.History, d.Runner.Specs()))
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -26,6 +27,16 @@ import (
 // sends.
 const maxBodyBytes = 64 << 10
 
+// Defaults of the Deps fields that have one.
+const (
+	// defaultBodyTimeout is how long a request's body may take to arrive once its signature
+	// header passed. A signed body is a few dozen bytes, sent with the header; seconds, not the
+	// write timeout, is what a slow client may hold a connection for.
+	defaultBodyTimeout = 5 * time.Second
+	// defaultMaxDryRuns is MAX_CONCURRENT_DRY_RUNS's default.
+	defaultMaxDryRuns = 2
+)
+
 // Deps are what the server is built from. Runner is required; the others have the defaults
 // their comments give.
 type Deps struct {
@@ -33,6 +44,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Runner runs and counts the sweeps; its catalog is what the routes serve.
 	Runner *sweep.Runner
+	// History serves GET /internal/runs; nil answers 404 there.
+	History *history.Store
 	// Pool is what /readyz checks; nil makes /readyz answer 503.
 	Pool *pgxpool.Pool
 	// Verifier checks the signature of every /internal/* request. Nil means no key is configured:
@@ -51,6 +64,12 @@ type Deps struct {
 	RunContext context.Context
 	// Now is the clock of the access log; nil means time.Now.
 	Now func() time.Time
+	// BodyTimeout bounds the read of a signed request's body, from when its header passed;
+	// 0 means defaultBodyTimeout.
+	BodyTimeout time.Duration
+	// MaxDryRuns caps the dry runs counting at once; past it a dry run answers 429 busy.
+	// 0 means defaultMaxDryRuns.
+	MaxDryRuns int
 }
 
 // Bounds are the server's own limits, which GET /internal/sweeps reports next to the runner's
@@ -85,11 +104,19 @@ func NewServer(deps Deps) http.Handler {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if deps.BodyTimeout <= 0 {
+		deps.BodyTimeout = defaultBodyTimeout
+	}
+	if deps.MaxDryRuns <= 0 {
+		deps.MaxDryRuns = defaultMaxDryRuns
+	}
+	check := requireSignature(deps.Logger, deps.Verifier, deps.Metrics, deps.BodyTimeout)
 	mux := chi.NewRouter()
 	// Outermost first: the request id is set before anything logs, and the recoverer sits inside
-	// the access log so that a panic is logged as the 500 it answers.
-	mux.Use(requestID, accessLog(deps.Logger, deps.Now), recoverPanic(deps.Logger))
-	addRoutes(mux, deps)
+	// the access log so that a panic is logged as the 500 it answers. The signature comes last,
+	// before routing, so no method or path under /internal reaches the router unsigned.
+	mux.Use(requestID, accessLog(deps.Logger, deps.Now), recoverPanic(deps.Logger), signInternal(check))
+	addRoutes(mux, deps, check)
 	return mux
 }
 

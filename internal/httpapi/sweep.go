@@ -31,7 +31,7 @@ type sweepRequest struct {
 // run midway (its deadline bounds it), and shutdown cancels runCtx so the run stops between
 // batches and answers. A run that failed a batch answers 500 with the same body as a good one,
 // since the body is what an operator needs to see the failure.
-func handleSweep(logger *slog.Logger, runner *sweep.Runner, runCtx context.Context) http.Handler {
+func handleSweep(logger *slog.Logger, runner *sweep.Runner, runCtx context.Context, dryRuns *dryRunSlots) http.Handler {
 	known := map[string]bool{}
 	for _, s := range runner.Specs() {
 		known[s.Name] = true
@@ -57,11 +57,12 @@ func handleSweep(logger *slog.Logger, runner *sweep.Runner, runCtx context.Conte
 			return
 		}
 		if req.DryRun {
-			serveDryRun(w, r, logger, runner, runCtx, name)
+			serveDryRun(w, r, logger, runner, runCtx, name, dryRuns)
 			return
 		}
 		// The run's spans join the request's trace; its cancellation stays runCtx's.
-		res, err := runner.Run(trace.WithSpanFrom(runCtx, r.Context()), name, sweep.Options{BatchSize: req.BatchSize})
+		res, err := runner.Run(trace.WithSpanFrom(runCtx, r.Context()), name,
+			sweep.Options{BatchSize: req.BatchSize, RequestID: requestIDFrom(r.Context())})
 		if err != nil {
 			writeError(w, r, logger, err)
 			return
@@ -76,7 +77,12 @@ func handleSweep(logger *slog.Logger, runner *sweep.Runner, runCtx context.Conte
 
 // serveDryRun answers a count. It only reads, so unlike a run it may be cut: by a client that
 // goes away, or by shutdown, which then need not wait for counts bounded only by COUNT_TIMEOUT.
-func serveDryRun(w http.ResponseWriter, r *http.Request, logger *slog.Logger, runner *sweep.Runner, runCtx context.Context, name string) {
+func serveDryRun(w http.ResponseWriter, r *http.Request, logger *slog.Logger, runner *sweep.Runner, runCtx context.Context, name string, dryRuns *dryRunSlots) {
+	if !dryRuns.acquire() {
+		dryRuns.refuse(w, r, logger)
+		return
+	}
+	defer dryRuns.release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(runCtx, cancel)

@@ -97,7 +97,7 @@ func TestBadBodies(t *testing.T) {
 }
 
 // resultKeys are the keys of a sweep answer, as docs/DESIGN.md shows it.
-var resultKeys = []string{"batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "truncated"}
+var resultKeys = []string{"batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "throttledMs", "truncated"}
 
 // sweepAnswer decodes a sweep answer and checks it has exactly docs/DESIGN.md's keys.
 func sweepAnswer(t *testing.T, a answer) wire.Result {
@@ -138,7 +138,7 @@ func TestSweep(t *testing.T) {
 		if n := h.count(`SELECT count(*) FROM notifications`); n != 1 {
 			t.Errorf("%d notifications left, want the fresh one", n)
 		}
-		if n := h.count(`SELECT count(*) FROM sweep_lock`); n != 0 {
+		if n := h.count(`SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 			t.Errorf("the lease was not released")
 		}
 	})
@@ -176,7 +176,7 @@ INSERT INTO invoices SELECT id FROM e`)
 		if n := h.count(`SELECT count(*) FROM outbox_events`); n != 1 {
 			t.Errorf("%d outbox events left, want the referenced one", n)
 		}
-		if n := h.count(`SELECT count(*) FROM sweep_lock`); n != 0 {
+		if n := h.count(`SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 			t.Errorf("the lease was not released after a batch error")
 		}
 	})
@@ -225,7 +225,7 @@ INSERT INTO invoices SELECT id FROM e`)
 	t.Run("lease held answers 200 skipped", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedNotifications(5)
-		h.exec(`INSERT INTO sweep_lock (label, owner, locked_at, locked_until)
+		h.exec(`INSERT INTO sweeprail.sweep_lock (label, owner, locked_at, locked_until)
 VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 		a := h.signed(http.MethodPost, "/internal/sweep-notifications", `{}`)
 		if a.status != http.StatusOK {
@@ -238,7 +238,7 @@ VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 		if n := h.eligibleNotifications(); n != 5 {
 			t.Errorf("a skipped run deleted: %d eligible left", n)
 		}
-		if n := h.count(`SELECT count(*) FROM sweep_lock`); n != 1 {
+		if n := h.count(`SELECT count(*) FROM sweeprail.sweep_lock`); n != 1 {
 			t.Errorf("the other holder's lease is gone")
 		}
 		if v := h.metric("sweeprail_runs_total", map[string]string{"sweep": "notifications", "outcome": "skipped"}); v != 1 {
@@ -333,7 +333,7 @@ func TestClientGoneRunGoesOn(t *testing.T) {
 	if n := h.eligibleNotifications(); n != 0 {
 		t.Errorf("%d eligible notifications left: the run stopped when its client left", n)
 	}
-	if n := h.count(`SELECT count(*) FROM sweep_lock`); n != 0 {
+	if n := h.count(`SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 		t.Errorf("the lease was not released")
 	}
 }

@@ -1,5 +1,6 @@
-// Package lease owns the single-flight lease on table sweep_lock: at most one run of a sweep at a
-// time, across any number of API replicas.
+// Package lease owns the single-flight lease on table sweeprail.sweep_lock (Table): at most one run
+// of a sweep at a time, across any number of API replicas. The table is sweeprail's own, created
+// by `api migrate up` (the migrations package's Sweeprail set), apart from the tables it sweeps.
 //
 // Every timestamp comes from the database's now(), never the application's clock, so replicas
 // with skewed clocks still agree on who holds a lease and when it expires.
@@ -15,6 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// Table is the lease table, schema-qualified: the statements name it so whatever the role's
+// search_path, and the migrations package's Sweeprail set lists it as required.
+const Table = "sweeprail.sweep_lock"
 
 // Querier is what Acquire needs of a pool or a connection.
 type Querier interface {
@@ -50,7 +55,7 @@ var ErrHeld = errors.New("lease held")
 // update's WHERE makes the row come back only to the winner: a live holder's row is left alone and
 // RETURNING yields nothing. Concurrent inserts of one label serialise on the primary key.
 const acquireSQL = `
-INSERT INTO sweep_lock (label, owner, locked_at, locked_until)
+INSERT INTO sweeprail.sweep_lock (label, owner, locked_at, locked_until)
 VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
 ON CONFLICT (label) DO UPDATE
    SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until
@@ -97,7 +102,7 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 func holder(ctx context.Context, db Querier, label string) (Holder, error) {
 	var h Holder
-	err := db.QueryRow(ctx, `SELECT owner, locked_at, locked_until FROM sweep_lock WHERE label = $1`, label).
+	err := db.QueryRow(ctx, `SELECT owner, locked_at, locked_until FROM sweeprail.sweep_lock WHERE label = $1`, label).
 		Scan(&h.Owner, &h.LockedAt, &h.LockedUntil)
 	return h, err
 }
@@ -105,7 +110,7 @@ func holder(ctx context.Context, db Querier, label string) (Holder, error) {
 // Release deletes the lease if, and only if, l's owner still holds it. It reports whether a row
 // was deleted: false means the lease expired and was taken over (or cleared by hand).
 func Release(ctx context.Context, db Execer, l *Lease) (bool, error) {
-	tag, err := db.Exec(ctx, `DELETE FROM sweep_lock WHERE label = $1 AND owner = $2`, l.Label, l.Owner)
+	tag, err := db.Exec(ctx, `DELETE FROM sweeprail.sweep_lock WHERE label = $1 AND owner = $2`, l.Label, l.Owner)
 	if err != nil {
 		return false, fmt.Errorf("release lease %q: %w", l.Label, err)
 	}

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,13 +12,14 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/lease"
+	"github.com/sweeprail/sweeprail/migrations"
 )
 
 // expire moves a lease's expiry into the past on the database clock, as time passing would.
 func expire(t *testing.T, pool *pgxpool.Pool, label string) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(),
-		`UPDATE sweep_lock SET locked_until = now() - interval '1 millisecond' WHERE label = $1`, label); err != nil {
+		`UPDATE sweeprail.sweep_lock SET locked_until = now() - interval '1 millisecond' WHERE label = $1`, label); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -63,7 +65,7 @@ func TestAcquire(t *testing.T) {
 			t.Fatalf("%d won, %d found it held; want exactly one winner", len(won), heldCnt)
 		}
 		var owner string
-		if err := pool.QueryRow(ctx, `SELECT owner::text FROM sweep_lock WHERE label = 'notifications'`).Scan(&owner); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT owner::text FROM sweeprail.sweep_lock WHERE label = 'notifications'`).Scan(&owner); err != nil {
 			t.Fatal(err)
 		}
 		if l := <-won; owner != l.Owner.String() {
@@ -108,7 +110,7 @@ func TestAcquire(t *testing.T) {
 			t.Fatalf("stale release = %v, %v; want false, nil", released, err)
 		}
 		var owner string
-		if err := pool.QueryRow(ctx, `SELECT owner::text FROM sweep_lock WHERE label = 'audit-log'`).Scan(&owner); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT owner::text FROM sweeprail.sweep_lock WHERE label = 'audit-log'`).Scan(&owner); err != nil {
 			t.Fatalf("successor's lease is gone: %v", err)
 		}
 		if owner != successor.Owner.String() {
@@ -127,7 +129,7 @@ func TestAcquire(t *testing.T) {
 			t.Fatal(err)
 		}
 		var lockedAt time.Time
-		if err := pool.QueryRow(ctx, `SELECT locked_at FROM sweep_lock WHERE label = 'consents'`).Scan(&lockedAt); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT locked_at FROM sweeprail.sweep_lock WHERE label = 'consents'`).Scan(&lockedAt); err != nil {
 			t.Fatal(err)
 		}
 		// A run reads its reference time from the lease: it must be the row's, the database's.
@@ -139,7 +141,7 @@ func TestAcquire(t *testing.T) {
 		if err := pool.QueryRow(ctx, `
 			SELECT (EXTRACT(EPOCH FROM locked_until - locked_at) * 1e6)::bigint * 1000,
 			       abs(EXTRACT(EPOCH FROM locked_at - now())) < 5
-			  FROM sweep_lock WHERE label = 'consents'`).Scan(&ttl, &lockedAtIsNow); err != nil {
+			  FROM sweeprail.sweep_lock WHERE label = 'consents'`).Scan(&ttl, &lockedAtIsNow); err != nil {
 			t.Fatal(err)
 		}
 		if ttl != 90*time.Second || !lockedAtIsNow {
@@ -185,4 +187,12 @@ func TestAcquire(t *testing.T) {
 			t.Fatal("zero ttl accepted")
 		}
 	})
+}
+
+// TestTable: the lease table is one that boot, /readyz and api policy check require, so a database
+// without it is refused before a run could fail on it.
+func TestTable(t *testing.T) {
+	if !slices.Contains(migrations.Sweeprail.Required, lease.Table) {
+		t.Fatalf("migrations.Sweeprail.Required = %v, want it to hold %s", migrations.Sweeprail.Required, lease.Table)
+	}
 }

@@ -28,11 +28,13 @@ type Labels struct {
 // metrics need not build one.
 type Metrics struct {
 	rowsDeleted   *prometheus.CounterVec
+	partsDropped  *prometheus.CounterVec
 	runs          *prometheus.CounterVec
 	runDuration   *prometheus.HistogramVec
 	batchDuration *prometheus.HistogramVec
 	lastSuccess   *prometheus.GaugeVec
 	authFailures  *prometheus.CounterVec
+	throttled     *prometheus.CounterVec
 }
 
 // New builds the collectors, registers them on reg and exports every combination of labels at zero.
@@ -41,6 +43,10 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_deleted_total",
 			Help: "Rows deleted by sweeps, by sweep and pass.",
+		}, []string{"sweep", "pass"}),
+		partsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_partitions_dropped_total",
+			Help: "Partitions dropped (or detached, with keep_detached) by partitions-mode passes, by sweep and pass.",
 		}, []string{"sweep", "pass"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_runs_total",
@@ -64,8 +70,12 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Name: "sweeprail_auth_failures_total",
 			Help: "Requests to /internal/* refused by the signature check, by reason.",
 		}, []string{"reason"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_throttled_seconds_total",
+			Help: "Time sweep runs spent waiting for standbys to come back under the replica lag limits.",
+		}, []string{"sweep"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,6 +83,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	for _, s := range labels.Sweeps {
 		for _, p := range s.Passes {
 			m.rowsDeleted.WithLabelValues(s.Name, p)
+			m.partsDropped.WithLabelValues(s.Name, p)
 		}
 		for _, o := range labels.Outcomes {
 			m.runs.WithLabelValues(s.Name, o)
@@ -80,6 +91,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		m.runDuration.WithLabelValues(s.Name)
 		m.batchDuration.WithLabelValues(s.Name)
 		m.lastSuccess.WithLabelValues(s.Name)
+		m.throttled.WithLabelValues(s.Name)
 	}
 	for _, r := range labels.AuthReasons {
 		m.authFailures.WithLabelValues(r)
@@ -93,6 +105,14 @@ func (m *Metrics) RowsDeleted(sweep, pass string, n int64) {
 		return
 	}
 	m.rowsDeleted.WithLabelValues(sweep, pass).Add(float64(n))
+}
+
+// PartitionsDropped adds n to a pass's dropped (or detached) partitions.
+func (m *Metrics) PartitionsDropped(sweep, pass string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.partsDropped.WithLabelValues(sweep, pass).Add(float64(n))
 }
 
 // Batch records one batch transaction's duration.
@@ -114,6 +134,14 @@ func (m *Metrics) Run(sweep, outcome string, d time.Duration, succeeded bool, en
 	if succeeded {
 		m.lastSuccess.WithLabelValues(sweep).Set(float64(end.UnixNano()) / 1e9)
 	}
+}
+
+// Throttled adds d, time a run of sweep waited on replica lag, to its throttled seconds.
+func (m *Metrics) Throttled(sweep string, d time.Duration) {
+	if m == nil || d <= 0 {
+		return
+	}
+	m.throttled.WithLabelValues(sweep).Add(d.Seconds())
 }
 
 // AuthFailure counts one request refused by the signature check.

@@ -32,6 +32,7 @@ func TestNew(t *testing.T) {
 			"sweeprail_batch_duration_seconds":         2,
 			"sweeprail_last_success_timestamp_seconds": 2,
 			"sweeprail_auth_failures_total":            2,
+			"sweeprail_throttled_seconds_total":        2,
 		}
 		for name, n := range want {
 			if got := testutil.CollectAndCount(reg, name); got != n {
@@ -64,6 +65,9 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 		m.Run("notifications", "exhausted", time.Second, true, end)
 		m.Run("audit-log", "batch-error", time.Second, false, end)
 		m.AuthFailure("replayed")
+		m.Throttled("notifications", 1500*time.Millisecond)
+		m.Throttled("notifications", 0)
+		m.Throttled("notifications", -time.Second)
 		expected := `
 # HELP sweeprail_last_success_timestamp_seconds Unix time of the last run that took its lease and ended without batch-error; 0 until the first.
 # TYPE sweeprail_last_success_timestamp_seconds gauge
@@ -78,9 +82,14 @@ sweeprail_rows_deleted_total{pass="read",sweep="notifications"} 12
 # TYPE sweeprail_auth_failures_total counter
 sweeprail_auth_failures_total{reason="bad_signature"} 0
 sweeprail_auth_failures_total{reason="replayed"} 1
+# HELP sweeprail_throttled_seconds_total Time sweep runs spent waiting for standbys to come back under the replica lag limits.
+# TYPE sweeprail_throttled_seconds_total counter
+sweeprail_throttled_seconds_total{sweep="audit-log"} 0
+sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
-			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_auth_failures_total"); err != nil {
+			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_auth_failures_total",
+			"sweeprail_throttled_seconds_total"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -91,5 +100,6 @@ sweeprail_auth_failures_total{reason="replayed"} 1
 		m.Batch("a", time.Second)
 		m.Run("a", "exhausted", time.Second, true, time.Now())
 		m.AuthFailure("x")
+		m.Throttled("a", time.Second)
 	})
 }

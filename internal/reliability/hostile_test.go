@@ -29,7 +29,7 @@ BEGIN
   VALUES (NEW.label, NEW.owner, TG_OP, current_setting('application_name'), clock_timestamp());
   RETURN NEW;
 END $$;
-CREATE TRIGGER reliability_audit_lease AFTER INSERT OR UPDATE OR DELETE ON sweep_lock
+CREATE TRIGGER reliability_audit_lease AFTER INSERT OR UPDATE OR DELETE ON sweeprail.sweep_lock
   FOR EACH ROW EXECUTE FUNCTION reliability_audit_lease();
 CREATE TABLE reliability_delete_audit (id bigserial PRIMARY KEY, tbl text NOT NULL, app text NOT NULL, at timestamptz NOT NULL);
 CREATE FUNCTION reliability_audit_delete() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -45,6 +45,9 @@ CREATE TRIGGER reliability_audit_delete AFTER DELETE ON refresh_tokens FOR EACH 
 type dbState struct {
 	notifications tableState
 	leaseWrites   int64
+	// nonces counts the replay store's records: a request whose signature passed records its
+	// nonce there, the one write a refused body may cause.
+	nonces int64
 	deletes       int64
 	// sessions lists the api's database sessions with the start of their last query: a new
 	// connection or any query at all, even a read, changes it.
@@ -57,15 +60,33 @@ func snapshot(t *testing.T, pool *pgxpool.Pool, app string) dbState {
 		notifications: notificationsState(t, pool),
 		leaseWrites:   scalar[int64](t, pool, `SELECT count(*) FROM reliability_lease_audit`),
 		deletes:       scalar[int64](t, pool, `SELECT count(*) FROM reliability_delete_audit`),
+		nonces:        scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.replay_nonce`),
 		sessions: scalar[string](t, pool, `SELECT coalesce(string_agg(pid || '@' || coalesce(query_start::text, '-'), ',' ORDER BY pid), '')
 FROM pg_stat_activity WHERE application_name = $1`, app),
+	}
+}
+
+// settle waits until every session of app is idle with the pool's reset as its last statement
+// (or no statement yet). The api resets each connection as it is released (internal/dbpool), in
+// a goroutine that may still be running after the answer of the request that released it has
+// been read: a snapshot taken then would see the reset's query start move.
+func settle(t *testing.T, pool *pgxpool.Pool, app string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for scalar[int64](t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+  AND (state <> 'idle' OR (query <> '' AND query NOT LIKE 'CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT;%'))`, app) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the api's sessions did not settle within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // TestHostileRequests sends a real api the hostile requests of the issue. Each is refused with
 // its 4xx and its error code, and does nothing in the database: no lease written, no DELETE
 // statement run, no row changed, and not one query sent by the api (its sessions' last-query
-// times stay as they were).
+// times stay as they were) — except, for a request whose signature passed and whose body was
+// refused, the record of its nonce in the shared replay store.
 //
 // The in-process tests of internal/httpapi cover the same ground and more (TestSignature,
 // TestBadBodies: method and body tampering, malformed headers, two signature headers, media
@@ -105,20 +126,23 @@ func TestHostileRequests(t *testing.T) {
 		setup  func(t *testing.T, s signed)
 		status int
 		code   string
+		// signatureOK: the signature passes and the body is refused; the nonce is then recorded
+		// in the replay store (and the api's sessions ran that one statement), nothing else.
+		signatureOK bool
 	}{
 		{name: "oversized body", status: http.StatusRequestEntityTooLarge, code: "body_too_large",
 			req: signed{path: route, body: `{"dryRun": false, "pad": "` + strings.Repeat("x", 64<<10) + `"}`}},
-		{name: "body not JSON", status: http.StatusBadRequest, code: "bad_request",
+		{name: "body not JSON", status: http.StatusBadRequest, code: "bad_request", signatureOK: true,
 			req: signed{path: route, body: `dryRun=false&batchSize=100`}},
-		{name: "unknown field", status: http.StatusBadRequest, code: "bad_request",
+		{name: "unknown field", status: http.StatusBadRequest, code: "bad_request", signatureOK: true,
 			req: signed{path: route, body: `{"batchSize": 100, "force": true}`}},
-		{name: "batchSize 0", status: http.StatusBadRequest, code: "bad_request",
+		{name: "batchSize 0", status: http.StatusBadRequest, code: "bad_request", signatureOK: true,
 			req: signed{path: route, body: `{"batchSize": 0}`}},
-		{name: "batchSize negative", status: http.StatusBadRequest, code: "bad_request",
+		{name: "batchSize negative", status: http.StatusBadRequest, code: "bad_request", signatureOK: true,
 			req: signed{path: route, body: `{"batchSize": -100}`}},
-		{name: "batchSize over the cap", status: http.StatusBadRequest, code: "bad_request",
+		{name: "batchSize over the cap", status: http.StatusBadRequest, code: "bad_request", signatureOK: true,
 			req: signed{path: route, body: `{"batchSize": 50001}`}},
-		{name: "batchSize huge", status: http.StatusBadRequest, code: "bad_request",
+		{name: "batchSize huge", status: http.StatusBadRequest, code: "bad_request", signatureOK: true,
 			req: signed{path: route, body: `{"batchSize": 9223372036854775808}`}},
 		{name: "signature made for another route", status: http.StatusUnauthorized, code: "bad_signature",
 			req: signed{path: "/internal/sweep-refresh-tokens", sentPath: route, body: `{}`}},
@@ -159,6 +183,7 @@ func TestHostileRequests(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, tc.req)
 			}
+			settle(t, pool, api.app)
 			before := snapshot(t, pool, api.app)
 			if before.notifications.eligible == 0 {
 				t.Fatal("no eligible rows: a request let through would prove nothing")
@@ -173,7 +198,14 @@ func TestHostileRequests(t *testing.T) {
 			if code, msg := a.envelope(t); code != tc.code || msg == "" {
 				t.Errorf("error %q %q, want %q with a message", code, msg, tc.code)
 			}
-			if after := snapshot(t, pool, api.app); after != before {
+			after := snapshot(t, pool, api.app)
+			if tc.signatureOK {
+				if after.nonces != before.nonces+1 {
+					t.Errorf("%d nonces recorded, want the one of the signature that passed", after.nonces-before.nonces)
+				}
+				before.nonces, before.sessions = after.nonces, after.sessions
+			}
+			if after != before {
 				t.Errorf("the refused request touched the database:\nbefore %+v\nafter  %+v", before, after)
 			}
 		})

@@ -54,10 +54,10 @@ func TestKillMidSweep(t *testing.T) {
 
 	// Mid-sweep, deterministically: the run holds its lease and has committed three batches.
 	waitFor(t, "the run to hold its lease and commit three batches", 15*time.Second, func() bool {
-		return scalar[int64](t, pool, `SELECT count(*) FROM sweep_lock WHERE label = 'notifications'`) == 1 &&
+		return scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.sweep_lock WHERE label = 'notifications'`) == 1 &&
 			notificationsState(t, pool).eligible <= eligible-3*batch
 	})
-	owner := scalar[string](t, pool, `SELECT owner::text FROM sweep_lock WHERE label = 'notifications'`)
+	owner := scalar[string](t, pool, `SELECT owner::text FROM sweeprail.sweep_lock WHERE label = 'notifications'`)
 	first.kill9(t)
 	if a := <-answered; a.err == nil {
 		t.Fatalf("the killed process answered HTTP %d: %s", a.status, a.body)
@@ -80,7 +80,7 @@ func TestKillMidSweep(t *testing.T) {
 	if gone := eligible - afterKill.eligible; gone%batch != 0 {
 		t.Errorf("%d rows deleted, not a whole number of %d-row batches: a batch was half applied", gone, batch)
 	}
-	if got := scalar[string](t, pool, `SELECT owner::text FROM sweep_lock WHERE label = 'notifications'`); got != owner {
+	if got := scalar[string](t, pool, `SELECT owner::text FROM sweeprail.sweep_lock WHERE label = 'notifications'`); got != owner {
 		t.Fatalf("lease owner %s, want the dead run's %s", got, owner)
 	}
 
@@ -93,7 +93,7 @@ func TestKillMidSweep(t *testing.T) {
 		skipped := 0
 		// Call while the lease has over 300ms left (database clock): the call cannot reach
 		// the acquire after the expiry, so each must be skipped.
-		for scalar[float64](t, pool, `SELECT extract(epoch FROM locked_until - now()) FROM sweep_lock WHERE label = 'notifications'`) > 0.3 {
+		for scalar[float64](t, pool, `SELECT extract(epoch FROM locked_until - now()) FROM sweeprail.sweep_lock WHERE label = 'notifications'`) > 0.3 {
 			a := second.post(t, "notifications", `{}`)
 			if a.err != nil || a.status != http.StatusOK {
 				t.Fatalf("HTTP %d %v: %s", a.status, a.err, a.body)
@@ -115,7 +115,7 @@ func TestKillMidSweep(t *testing.T) {
 
 	t.Run("completes once the TTL has passed", func(t *testing.T) {
 		waitFor(t, "the dead run's lease to expire on the database clock", 10*time.Second, func() bool {
-			return scalar[bool](t, pool, `SELECT coalesce(bool_and(locked_until < now()), true) FROM sweep_lock WHERE label = 'notifications'`)
+			return scalar[bool](t, pool, `SELECT coalesce(bool_and(locked_until < now()), true) FROM sweeprail.sweep_lock WHERE label = 'notifications'`)
 		})
 		a := second.post(t, "notifications", `{}`)
 		if a.err != nil || a.status != http.StatusOK {
@@ -132,7 +132,7 @@ func TestKillMidSweep(t *testing.T) {
 		if end.fresh != before.fresh || end.freshSum != before.freshSum {
 			t.Errorf("fresh rows: %d sum %s, want %d sum %s (rows lost or changed)", end.fresh, end.freshSum, before.fresh, before.freshSum)
 		}
-		if n := scalar[int64](t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+		if n := scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 			t.Errorf("%d lease rows left after the completing run", n)
 		}
 	})

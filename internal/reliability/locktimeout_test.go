@@ -76,7 +76,7 @@ func TestLockTimeout(t *testing.T) {
 	})
 
 	t.Run("nothing hangs", func(t *testing.T) {
-		if n := scalar[int64](t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+		if n := scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 			t.Errorf("%d lease rows left after the failed run", n)
 		}
 		// Pooled sessions stay, idle; none may still wait on a lock or sit in a transaction.

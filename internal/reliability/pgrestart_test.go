@@ -46,7 +46,7 @@ func TestPostgresRestart(t *testing.T) {
 	admin.Close(ctx)
 	u := replaceDB(t, server, "sweeprail")
 	apiBin, cronBin := binaries(t)
-	migrate := exec.Command(apiBin, "migrate", "up")
+	migrate := exec.Command(apiBin, "migrate", "up", "--demo")
 	migrate.Env = envList(map[string]string{"DATABASE_URL": u})
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("api migrate up: %v\n%s", err, out)
@@ -73,7 +73,7 @@ func TestPostgresRestart(t *testing.T) {
 	cron := startProc(t, "sweepcron", cronBin, []string{"--every", "1s", "--json"}, cronEnv(api, "20s"))
 
 	waitFor(t, "the notifications run to hold its lease and commit three batches", 30*time.Second, func() bool {
-		return scalar[int64](t, pool, `SELECT count(*) FROM sweep_lock WHERE label = 'notifications'`) == 1 &&
+		return scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.sweep_lock WHERE label = 'notifications'`) == 1 &&
 			notificationsState(t, pool).eligible <= notesBefore.eligible-300
 	})
 	holder, err := pgx.Connect(ctx, withApp(t, u, "reliability-holder"))

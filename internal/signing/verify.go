@@ -2,6 +2,7 @@ package signing
 
 import (
 	"container/heap"
+	"context"
 	"crypto/hmac"
 	"encoding/hex"
 	"fmt"
@@ -30,6 +31,21 @@ type Verifier struct {
 	maxAge time.Duration
 	now    func() time.Time
 	seen   *replayCache
+	store  ReplayStore
+}
+
+// ReplayStore remembers accepted nonces beyond one process: the second line behind the in-memory
+// cache, shared by every replica and kept across restarts (the API's is a table in PostgreSQL).
+type ReplayStore interface {
+	// Admit records nonce until expires and reports whether it was new; false means replayed.
+	Admit(ctx context.Context, nonce uuid.UUID, expires time.Time) (bool, error)
+}
+
+// WithStore returns v checking every nonce the in-memory cache admits against store too. A store
+// that fails refuses the request (fail closed) with the store's error, which is no *Error.
+func (v *Verifier) WithStore(store ReplayStore) *Verifier {
+	v.store = store
+	return v
 }
 
 // NewVerifier returns a Verifier for keys in order current, previous (empty/nil keys are ignored;
@@ -75,30 +91,16 @@ func NewVerifier(keys [][]byte, maxAge time.Duration, now func() time.Time, cach
 //
 // method, path and rawQuery are what the server saw: r.Method, r.URL.Path, r.URL.RawQuery.
 func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) error {
-	if len(v.keys) == 0 {
-		return &Error{Reason: ReasonBad, Detail: "no verification key is configured"}
-	}
-	if strings.Trim(header, " \t") == "" {
-		return &Error{Reason: ReasonMissing, Detail: "no " + Header + " header"}
-	}
-	p, err := parse(header)
+	return v.VerifyContext(context.Background(), header, method, path, rawQuery, body)
+}
+
+// VerifyContext is Verify with the context that bounds the replay store's check.
+func (v *Verifier) VerifyContext(ctx context.Context, header, method, path, rawQuery string, body []byte) error {
+	p, now, err := v.checkHeader(header)
 	if err != nil {
 		return err
 	}
-
-	// One reading of the clock for both the window and the cache, so they agree.
-	now := v.now()
-	if p.t > maxUnix {
-		return &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
-			"timestamp %d is past the year 9999: milliseconds instead of seconds?", p.t)}
-	}
 	signedAt := time.Unix(p.t, 0)
-	if skew := now.Sub(signedAt); skew > v.maxAge || skew < -v.maxAge {
-		// In whole seconds, which cannot overflow here (t ≤ maxUnix), where a Duration would
-		// saturate past 292 years.
-		return &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
-			"timestamp %d is %+ds from the server clock %d, the window is ±%s", p.t, p.t-now.Unix(), now.Unix(), v.maxAge)}
-	}
 
 	msg := message(p.ts, p.nonceText, method, path, rawQuery, body)
 	matched := false
@@ -116,7 +118,53 @@ func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) er
 	}
 
 	// The request can no longer pass after its window, so its nonce need not be remembered longer.
-	return v.seen.admit(p.nonce, signedAt.Add(v.maxAge), now)
+	expires := signedAt.Add(v.maxAge)
+	if err := v.seen.admit(p.nonce, expires, now); err != nil || v.store == nil {
+		return err
+	}
+	fresh, err := v.store.Admit(ctx, p.nonce, expires)
+	switch {
+	case err != nil:
+		return fmt.Errorf("check nonce in the replay store: %w", err)
+	case !fresh:
+		return &Error{Reason: ReasonReplayed, Detail: "nonce " + p.nonce.String() + " was already used, by this or another replica"}
+	}
+	return nil
+}
+
+// CheckHeader runs the checks of Verify that need no body: no key configured, missing,
+// malformed, stale. A server calls it before reading the body, so that a caller without a fresh,
+// well-formed header cannot make it wait for one. It records nothing; Verify must still follow.
+func (v *Verifier) CheckHeader(header string) error {
+	_, _, err := v.checkHeader(header)
+	return err
+}
+
+// checkHeader parses header and checks its timestamp against the window. It returns the clock
+// reading it used, so that the window and the replay cache agree on one instant.
+func (v *Verifier) checkHeader(header string) (parsedHeader, time.Time, error) {
+	if len(v.keys) == 0 {
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonBad, Detail: "no verification key is configured"}
+	}
+	if strings.Trim(header, " \t") == "" {
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonMissing, Detail: "no " + Header + " header"}
+	}
+	p, err := parse(header)
+	if err != nil {
+		return parsedHeader{}, time.Time{}, err
+	}
+	now := v.now()
+	if p.t > maxUnix {
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
+			"timestamp %d is past the year 9999: milliseconds instead of seconds?", p.t)}
+	}
+	if skew := now.Sub(time.Unix(p.t, 0)); skew > v.maxAge || skew < -v.maxAge {
+		// In whole seconds, which cannot overflow here (t ≤ maxUnix), where a Duration would
+		// saturate past 292 years.
+		return parsedHeader{}, time.Time{}, &Error{Reason: ReasonStale, Detail: fmt.Sprintf(
+			"timestamp %d is %+ds from the server clock %d, the window is ±%s", p.t, p.t-now.Unix(), now.Unix(), v.maxAge)}
+	}
+	return p, now, nil
 }
 
 // parsedHeader is a parsed signature header.

@@ -116,9 +116,29 @@ func TestVerify(t *testing.T) {
 				req = good
 			}
 			v := NewVerifier(ks, window, newClock(base().Add(tc.at)).now, 100)
+			// CheckHeader, which runs before the body is read, agrees with Verify on every
+			// reason that needs no body, and passes what only the body can refuse.
+			pre := tc.want
+			if pre == ReasonBad {
+				pre = ""
+			}
+			wantReason(t, v.CheckHeader(tc.header), pre)
 			wantReason(t, req.verify(v, tc.header), tc.want)
 		})
 	}
+}
+
+// TestCheckHeaderRecordsNothing: the pre-body check neither burns a nonce nor needs a key that
+// matches, so a header that passes it may still be refused, and a good one still passes Verify.
+func TestCheckHeaderRecordsNothing(t *testing.T) {
+	v := NewVerifier(keys(curKey), window, newClock(base()).now, 1)
+	h := goodRequest().sign(keys(curKey), base(), testNonce)
+	for range 3 {
+		wantReason(t, v.CheckHeader(h), "")
+	}
+	wantReason(t, goodRequest().verify(v, h), "")
+	wantReason(t, goodRequest().verify(v, h), ReasonReplayed)
+	wantReason(t, NewVerifier(nil, window, newClock(base()).now, 1).CheckHeader(h), ReasonBad)
 }
 
 // flipLast changes the last hex digit of h, the end of its last v1.

@@ -37,9 +37,16 @@ const cutoffPlaceholder = ":cutoff"
 // it means one instant whatever it is compared with (every statement binds $1 as a timestamptz).
 const cutoffParam = "($1::timestamptz)"
 
+// cutoffConst is what cutoffPlaceholder becomes where no parameter can stand (a view): a
+// timestamptz that calls no function.
+const cutoffConst = "(NULL::timestamptz)"
+
 // withCutoff returns where with each :cutoff outside quotes replaced by the bound cutoff. where
 // must have passed checkCondition.
-func withCutoff(where string) string {
+func withCutoff(where string) string { return substituteCutoff(where, cutoffParam) }
+
+// substituteCutoff returns where with each :cutoff outside quotes replaced by with.
+func substituteCutoff(where, with string) string {
 	_, at, _ := scanCondition(where)
 	if len(at) == 0 {
 		return where
@@ -48,7 +55,7 @@ func withCutoff(where string) string {
 	last := 0
 	for _, i := range at {
 		b.WriteString(where[last:i])
-		b.WriteString(cutoffParam)
+		b.WriteString(with)
 		last = i + len(cutoffPlaceholder)
 	}
 	b.WriteString(where[last:])

@@ -37,6 +37,20 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		st := sts[i]
 		cutoff := ref.Add(-p.Retention)
 		dp := wire.DryRunPass{Pass: p.Name}
+		if p.Mode == ModePartitions {
+			if err := r.dryRunPartitions(ctx, p, cutoff, &dp); err != nil {
+				return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
+			}
+			// The estimate is the boundary count's; the verdict is whether an index serves
+			// the boundary's batches (moot when the pass keeps its boundary).
+			var err error
+			if _, dp.Indexed, err = r.plan(ctx, p, st, cutoff); err != nil {
+				return nil, fmt.Errorf("dry run %q: plan pass %q: %w", name, p.Name, err)
+			}
+			dp.Indexed = dp.Indexed || p.Boundary == BoundaryKeep
+			res.Passes = append(res.Passes, dp)
+			continue
+		}
 		counts, err := r.count(ctx, st, cutoff, len(p.DeleteWith))
 		switch {
 		case isQueryCanceled(err):

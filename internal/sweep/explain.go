@@ -86,18 +86,45 @@ func ageIndexServes(raw []byte, alias, ageColumn string) (bool, error) {
 	if len(out) == 0 {
 		return false, errors.New("empty plan")
 	}
-	n, ok := findScan(out[0].Plan, alias)
-	if !ok {
+	// A partitioned table is scanned once per partition left after pruning, each aliased t_<n>:
+	// every one of those scans must be served.
+	scans := findScans(out[0].Plan, alias, nil)
+	if len(scans) == 0 {
 		return false, nil
 	}
 	bounds := condMentions(ageColumn)
-	switch n.NodeType {
-	case "Index Scan", "Index Only Scan":
-		return bounds(n.IndexCond), nil
-	case "Bitmap Heap Scan":
-		return len(n.Plans) > 0 && bitmapConditions(n.Plans, bounds), nil
+	for _, n := range scans {
+		switch n.NodeType {
+		case "Index Scan", "Index Only Scan":
+			if !bounds(n.IndexCond) {
+				return false, nil
+			}
+		case "Bitmap Heap Scan":
+			if len(n.Plans) == 0 || !bitmapConditions(n.Plans, bounds) {
+				return false, nil
+			}
+		default:
+			return false, nil
+		}
 	}
-	return false, nil
+	return true, nil
+}
+
+// findScans returns the scans of alias in the plan, and of its partitions (alias_<n>), depth
+// first. It does not descend into a scan it found: a condition's subqueries name other aliases.
+func findScans(n scanNode, alias string, acc []scanNode) []scanNode {
+	if n.Alias == alias || partitionAliasRE(alias).MatchString(n.Alias) {
+		return append(acc, n)
+	}
+	for _, c := range n.Plans {
+		acc = findScans(c, alias, acc)
+	}
+	return acc
+}
+
+// partitionAliasRE matches the aliases EXPLAIN gives the partitions of alias: alias_1, alias_2, …
+func partitionAliasRE(alias string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(alias) + `_[0-9]+$`)
 }
 
 // condMentions returns a test of whether an index condition, as EXPLAIN prints it, names column;
@@ -116,20 +143,6 @@ func condMentions(column string) func(cond string) bool {
 
 // simpleIdentRE is an identifier that EXPLAIN prints without quotes.
 var simpleIdentRE = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
-
-// findScan returns the first scan of alias in the plan, depth first: the outer query's, since a
-// condition's subqueries come later in the tree than the relation they filter.
-func findScan(n scanNode, alias string) (scanNode, bool) {
-	if n.Alias == alias {
-		return n, true
-	}
-	for _, c := range n.Plans {
-		if s, ok := findScan(c, alias); ok {
-			return s, true
-		}
-	}
-	return scanNode{}, false
-}
 
 // bitmapConditions reports whether every leaf under a bitmap heap scan is an index scan whose
 // condition passes ok (BitmapAnd and BitmapOr combine them).

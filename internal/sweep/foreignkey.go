@@ -67,9 +67,11 @@ ORDER BY con.conname`, oid)
 // rows referenced only by rows its where leaves out would still fail the batch. A key on a
 // delete_with child is refused too, unless the table referencing the child is deleted in the same
 // statement (the swept table, or another child): delete_with reaches one level. A per-row pass is
-// left alone: its function deletes, and may delete the referencing rows itself.
+// left alone: its function deletes, and may delete the referencing rows itself; so is a
+// partitions pass, which takes neither guards nor children, and whose drops meet the foreign
+// keys of their own (partition.Drop).
 func (c *checker) foreignKeys(ctx context.Context, sweep string, p Pass) error {
-	if p.Mode == ModePerRow {
+	if p.Mode == ModePerRow || p.Mode == ModePartitions {
 		return nil
 	}
 	tbl, err := c.table(ctx, p.Table)
@@ -222,33 +224,50 @@ func (c *checker) conditionalGuardServed(ctx context.Context, p Pass, g Guard, c
 	} else if pgErr != nil {
 		return false, nil // compile reported it
 	}
-	names, err := lookupIndexes(raw, "g", g.Column)
+	scans, err := lookupIndexes(raw, "g", g.Column)
 	if err != nil {
 		return false, fmt.Errorf("read plan: %w", err)
 	}
-	if len(names) == 0 {
+	if len(scans) == 0 {
 		return false, nil
+	}
+	var names []string
+	for _, sc := range scans {
+		if len(sc) == 0 {
+			return false, nil
+		}
+		names = append(names, sc...)
 	}
 	t, err := c.table(ctx, g.Table)
 	if err != nil {
 		return false, err
 	}
-	var ok bool
-	err = c.pool.QueryRow(ctx, `
-SELECT EXISTS (
-  SELECT 1 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-  JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-  WHERE i.indrelid = $1 AND ic.relname = ANY ($2) AND a.attname = $3 AND i.indisvalid)`, t.oid, names, g.Column).Scan(&ok)
+	// The indexes among them that lead with the guard column, on the guard table or, for a
+	// partitioned one, on its partitions.
+	rows, err := c.pool.Query(ctx, `
+SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+WHERE (i.indrelid = $1 OR i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = $1))
+  AND ic.relname = ANY ($2) AND a.attname = $3 AND i.indisvalid`, t.oid, names, g.Column)
 	if err != nil {
 		return false, fmt.Errorf("look up indexes of %q: %w", g.Table, err)
 	}
-	return ok, nil
+	leading, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("look up indexes of %q: %w", g.Table, err)
+	}
+	for _, sc := range scans {
+		if !slices.ContainsFunc(sc, func(n string) bool { return slices.Contains(leading, n) }) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
-// lookupIndexes returns the indexes through which the plan reads the relation aliased alias with
-// an index condition on column: an index scan's, or the bitmap index scans' under a bitmap heap
-// scan. None when it is read otherwise.
-func lookupIndexes(raw []byte, alias, column string) ([]string, error) {
+// lookupIndexes returns, for each scan of the relation aliased alias (one per partition left of a
+// partitioned table), the indexes it reads with an index condition on column: an index scan's, or
+// the bitmap index scans' under a bitmap heap scan. A scan read otherwise has none.
+func lookupIndexes(raw []byte, alias, column string) ([][]string, error) {
 	var out []struct {
 		Plan scanNode `json:"Plan"`
 	}
@@ -258,25 +277,25 @@ func lookupIndexes(raw []byte, alias, column string) ([]string, error) {
 	if len(out) == 0 {
 		return nil, errors.New("empty plan")
 	}
-	n, ok := findScan(out[0].Plan, alias)
-	if !ok {
-		return nil, nil
-	}
 	bounds := condMentions(column)
-	var names []string
-	var walk func(n scanNode)
-	walk = func(n scanNode) {
-		switch n.NodeType {
-		case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
-			if bounds(n.IndexCond) {
-				names = append(names, n.IndexName)
-			}
-		case "Bitmap Heap Scan", "BitmapAnd", "BitmapOr":
-			for _, c := range n.Plans {
-				walk(c)
+	var scans [][]string
+	for _, n := range findScans(out[0].Plan, alias, nil) {
+		var names []string
+		var walk func(n scanNode)
+		walk = func(n scanNode) {
+			switch n.NodeType {
+			case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+				if bounds(n.IndexCond) {
+					names = append(names, n.IndexName)
+				}
+			case "Bitmap Heap Scan", "BitmapAnd", "BitmapOr":
+				for _, c := range n.Plans {
+					walk(c)
+				}
 			}
 		}
+		walk(n)
+		scans = append(scans, names)
 	}
-	walk(n)
-	return names, nil
+	return scans, nil
 }

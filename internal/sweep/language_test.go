@@ -181,6 +181,20 @@ func TestConditionalGuards(t *testing.T) {
 		}
 	})
 
+	t.Run("a guard's where may call no VOLATILE function; :cutoff is none", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, conditionalGuardsSchema)
+		_, err := check(t, pool, strings.Replace(conditionalGuardsPolicy, "where: g.state = 'runnable'", "where: g.state = 'runnable' AND random() < 2", 1))
+		want := `p.yaml:15: pass "expired" of sweep "ops": the keep guard's condition calls VOLATILE random()`
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("check says\n%v\nwant\n%s…", err, want)
+		}
+		if _, err := check(t, pool, strings.Replace(conditionalGuardsPolicy, "        expiry: true\n", "        expiry: true\n        where: t.expires_at < :cutoff + interval '1 day'\n", 1)); err != nil {
+			t.Fatalf(":cutoff in a pass's where: %v", err)
+		}
+	})
+
 	t.Run("the index check covers every guard", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)

@@ -259,6 +259,8 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	}
 	p.AllowUnindexed = l.boolean(f, "allow_unindexed", sweep, p.Name)
 	p.AllowShortRetention = l.boolean(f, "allow_short_retention", sweep, p.Name)
+	p.KeepDetached = l.boolean(f, "keep_detached", sweep, p.Name)
+	p.Boundary = str("boundary")
 	for _, pr := range validatePass(p) {
 		if bad[pr.field] {
 			continue

@@ -32,7 +32,7 @@ func TestRunMetrics(t *testing.T) {
 	}
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), Metrics: m, AsOf: fixedAsOf(at)})
 	run(t, r, "notifications")
-	exec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
+	exec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 	run(t, r, "notifications")
 
 	gather := func(name string, labels map[string]string) float64 {

@@ -56,6 +56,15 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			pr.out.StopReason = reason
 			return pr.out, nil
 		}
+		if err := pr.throttle(); err != nil {
+			pr.out.StopReason = wire.StopBatchError
+			return pr.out, err
+		}
+		// Checked again after a wait: a run that spent its budget waiting stops with budget.
+		if reason := pr.stop(maxBatches); reason != "" {
+			pr.out.StopReason = reason
+			return pr.out, nil
+		}
 		pr.limit = pr.size
 		if pr.p.MaxRows > 0 {
 			// The cap is exact whatever size adaptive sizing reached: the last batch shrinks.
@@ -90,6 +99,22 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		}
 		pr.size = nextSize(pr.size, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
 	}
+}
+
+// throttle waits while a standby lags past the configured limits, at most until the run's
+// deadline. Shutdown ends the wait, and the caller's next stop check says so; a failed lag read is
+// the pass's error (a role without pg_monitor, a primary that became a standby).
+func (pr *passRun) throttle() error {
+	if !pr.r.cfg.Throttle.Enabled() {
+		return nil
+	}
+	waited, err := pr.r.cfg.Throttle.WithLogger(pr.log).Wait(pr.ctx, pr.deadline)
+	pr.out.ThrottledMs += waited.Milliseconds()
+	pr.r.cfg.Metrics.Throttled(pr.sweep, waited)
+	if err != nil && pr.ctx.Err() == nil {
+		return fmt.Errorf("read replica lag: %w", err)
+	}
+	return nil
 }
 
 // stop reports why the pass must not start another batch, or "" to go on. Shutdown is checked

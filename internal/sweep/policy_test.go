@@ -153,7 +153,7 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"sweep name with underscore", "sweeps:\n  - name: old_notes\n    passes:\n" + goodPass, []string{`p.yaml:2: sweep "old_notes": the name must be`}},
 		{"pass name not URL-safe", onePass(strings.Replace(goodPass, "name: read", "name: Read Ones", 1)), []string{`p.yaml:4: pass "Read Ones" of sweep "notes": the name must be`}},
 		{"no passes", "sweeps:\n  - name: notes\n", []string{`p.yaml:2: sweep "notes": no passes: key`}},
-		{"unknown mode", onePass(goodPass + "        mode: bulk\n"), []string{`p.yaml:8: pass "read" of sweep "notes": unknown mode "bulk": want batched (the default), single or per-row`}},
+		{"unknown mode", onePass(goodPass + "        mode: bulk\n"), []string{`p.yaml:8: pass "read" of sweep "notes": unknown mode "bulk": want batched (the default), single, per-row or partitions`}},
 		{"per-row without function", onePass(goodPass + "        mode: per-row\n"), []string{`p.yaml:8: pass "read" of sweep "notes": mode per-row needs a function`}},
 		{"function without per-row", onePass(goodPass + "        function: wipe\n"), []string{`p.yaml:8: pass "read" of sweep "notes": function is only for mode per-row (this pass is batched)`}},
 		{"key_column without per-row", onePass(goodPass + "        key_column: id\n"), []string{`p.yaml:8: pass "read" of sweep "notes": key_column is only for mode per-row`}},
@@ -200,6 +200,12 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"expiry a string", onePass(goodPass + "        expiry: \"yes\"\n"), []string{`p.yaml:8: pass "read" of sweep "notes": expiry is a string ("yes"): want true or false`}},
 		{"time_zone a number", onePass(goodPass + "        time_zone: 14\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone is a number (14): want a string`}},
 		{"time_zone with a quote", onePass(goodPass + "        time_zone: \"UTC'\"\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone "UTC'" is no zone name`}},
+		{"delete_with in partitions", onePass(goodPass + "        mode: partitions\n        delete_with:\n          - {table: x, column: y}\n"),
+			[]string{`p.yaml:10: pass "read" of sweep "notes": delete_with is not for mode partitions`}},
+		{"time_zone in partitions", onePass(goodPass + "        mode: partitions\n        time_zone: database\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": time_zone is not for mode partitions`}},
+		{"max_rows in partitions", onePass(goodPass + "        mode: partitions\n        max_rows: 10\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": max_rows is not for mode partitions`}},
 		{"time_zone Database", onePass(goodPass + "        time_zone: Database\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone "Database": write database, in lower case`}},
 	}
 	for _, tt := range tests {

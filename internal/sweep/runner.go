@@ -14,8 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -35,6 +37,12 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Tracing records spans run → pass → batch; nil records nothing.
 	Tracing *trace.Tracing
+	// History records every run, skipped and failed ones included, and prunes itself; nil
+	// records nothing.
+	History *history.Store
+	// Throttle holds each batch back while a standby lags past its limits, never past the run's
+	// budget; nil (or one whose limits are off) never waits.
+	Throttle *replica.Throttle
 	// Now is the clock that measures budgets and durations; nil is time.Now.
 	Now func() time.Time
 	// Sleep pauses between batches until d passes or ctx is done; nil sleeps on a timer.
@@ -185,6 +193,14 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	defer func() {
 		end := r.cfg.Now()
 		res.DurationMs = end.Sub(start).Milliseconds()
+		r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Finish(ctx, res, opts.RequestID) })
+		r.record(db, log, func(ctx context.Context) error {
+			n, err := r.cfg.History.Prune(ctx)
+			if n > 0 {
+				log.Debug("pruned run history", "runs", n)
+			}
+			return err
+		})
 		outcome := string(res.StopReason)
 		if res.Skipped {
 			outcome = wire.OutcomeSkipped
@@ -206,6 +222,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
 	}
+	r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
 	defer func() {
 		releaseCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
 		defer cancel()
@@ -234,10 +251,16 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: sts[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
 		}
-		out, perr := pr.run()
+		run := pr.run
+		if p.Mode == ModePartitions {
+			run = pr.runPartitions
+		}
+		out, perr := run()
 		passSpan.End(trace.Result{Rows: out.Deleted, StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
+		res.PartitionsDropped += out.PartitionsDropped
+		res.ThrottledMs += out.ThrottledMs
 		res.BatchCount += out.BatchCount
 		if out.StopReason.Severity() > res.StopReason.Severity() {
 			res.StopReason = out.StopReason
@@ -251,6 +274,20 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		}
 	}
 	return res, nil
+}
+
+// record runs one write of the run history under the statement timeout. A history that cannot be
+// written is logged, never the run's failure: the rows the run deleted are gone either way, and
+// its answer, log line and metrics still say so.
+func (r *Runner) record(db context.Context, log *slog.Logger, write func(context.Context) error) {
+	if r.cfg.History == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	if err := write(ctx); err != nil {
+		log.Error("run history", "err", err)
+	}
 }
 
 // errorInfo turns an error into the answer's error object: a PostgreSQL error by its SQLSTATE,

@@ -56,7 +56,7 @@ func TestRun(t *testing.T) {
 			t.Fatalf("got deleted %d in %d batches, %s, truncated %v; want 2500 in 3, exhausted",
 				res.Deleted, res.BatchCount, res.StopReason, res.Truncated)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+		if n := count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 			t.Fatalf("%d lease rows left after the run", n)
 		}
 	})
@@ -190,7 +190,7 @@ func TestRun(t *testing.T) {
 			t.Fatalf("got %s, truncated %v, %d batches, %d old left; want shutdown, truncated, 1, 4000",
 				res.StopReason, res.Truncated, res.BatchCount, old)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+		if n := count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 			t.Fatal("lease not released after shutdown")
 		}
 	})
@@ -199,7 +199,7 @@ func TestRun(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 10, 0)
-		exec(t, pool, `INSERT INTO sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
+		exec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		res := run(t, r, "notifications")
 		old, _ := remaining(t, pool)
@@ -207,7 +207,7 @@ func TestRun(t *testing.T) {
 			t.Fatalf("got skipped %v, %s, truncated %v, %d passes, %d old left; want skipped lease-held, nothing done",
 				res.Skipped, res.StopReason, res.Truncated, len(res.Passes), old)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 1 {
+		if n := count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 1 {
 			t.Fatal("a skipped run released the holder's lease")
 		}
 	})
@@ -224,7 +224,7 @@ func TestRun(t *testing.T) {
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
 			var us int64
 			if err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM locked_until - locked_at) * 1e6)::bigint
-					FROM sweep_lock WHERE label = 'notifications'`).Scan(&us); err != nil {
+					FROM sweeprail.sweep_lock WHERE label = 'notifications'`).Scan(&us); err != nil {
 				t.Error(err)
 			}
 			ttls = append(ttls, time.Duration(us)*time.Microsecond)
@@ -283,7 +283,7 @@ FROM generate_series(1, 6) i`, at)
 	if left != 2 {
 		t.Fatalf("%d of the failed batch's two events left; the batch must roll back whole", left)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM sweep_lock`); n != 0 {
+	if n := count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock`); n != 0 {
 		t.Fatal("lease not released after a failed batch")
 	}
 }

@@ -142,7 +142,7 @@ func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Ti
 	if err := c.foreignKeys(ctx, sweep, p); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.compile, c.indexes} {
+	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.partitions, c.compile, c.indexes} {
 		before := len(c.errs)
 		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
 			return err
@@ -288,6 +288,9 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		if pgErr != nil {
 			c.fail(sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition does not compile: %s",
 				describePgError(pgErr, cond, utf8.RuneCountInString(explainPrefix+prefix)))
+		} else if err := c.volatility(ctx, sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition", p.Table,
+			fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", quoteQualified(g.Table), g.Where)); err != nil {
+			return err
 		}
 	}
 	for i, ch := range p.DeleteWith {
@@ -314,6 +317,8 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		if pgErr != nil {
 			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
 				describePgError(pgErr, cond, utf8.RuneCountInString(explainPrefix+prefix)))
+		} else if err := c.volatility(ctx, sweep, p.Name, "where", "the condition", p.Table, p.Where); err != nil {
+			return err
 		}
 	}
 	if len(c.errs) > before {
@@ -338,6 +343,35 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 	return nil
 }
 
+// volatility refuses a where condition (what, at field) over table that calls a VOLATILE function
+// or operator: such a call can write (wipe_account in a subquery erased accounts past their grace)
+// or change the session (set_config), and would run even in a dry run's count, once per candidate
+// row. The condition is resolved in a transaction that is always rolled back; :cutoff stands as a
+// typed NULL there (a view holds no parameter), which calls nothing.
+func (c *checker) volatility(ctx context.Context, sweep, pass, field, what, table, condition string) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
+		return fmt.Errorf("set timeouts: %w", err)
+	}
+	calls, err := volatileCalls(ctx, tx, table, substituteCutoff(condition, cutoffConst))
+	pgErr, err := pgProblem(err)
+	switch {
+	case err != nil:
+		return err
+	case pgErr != nil:
+		c.fail(sweep, pass, field, "%s's functions could not be read: %s", what, describePgError(pgErr, "", 0))
+	case len(calls) > 0:
+		c.fail(sweep, pass, field, "%s calls VOLATILE %s: a condition may call only IMMUTABLE or STABLE functions, since it runs once per candidate row, in dry runs too, and could write or change the session",
+			what, strings.Join(calls, ", "))
+	}
+	return nil
+}
+
 // unindexed is one read the batch select would make without an index, and the index that fixes it.
 type unindexed struct{ what, fix string }
 
@@ -347,6 +381,9 @@ type unindexed struct{ what, fix string }
 // one can serve at all, so the answer does not depend on the table's size: the same on an empty
 // CI database as on production.
 func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+	if p.Mode == ModePartitions && p.Boundary == BoundaryKeep {
+		return nil // no batch ever runs: whole partitions go, by the catalog
+	}
 	raw, err := c.explain(ctx, true, buildStatements(p, c.ageKind(p)).probe, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return err
@@ -560,7 +597,7 @@ func describePgError(e *pgconn.PgError, condition string, offset int) string {
 		msg += "; hint: " + e.Hint
 	}
 	if e.Code == "42501" {
-		msg += "; the API's database role needs SELECT, UPDATE and DELETE on the swept table (UPDATE for FOR UPDATE), and SELECT on guard tables"
+		msg += "; the API's database role needs SELECT, UPDATE and DELETE on the swept table (UPDATE for FOR UPDATE), SELECT on guard tables, and SELECT and DELETE on delete_with tables"
 	}
 	return msg
 }

@@ -42,6 +42,18 @@ const (
 	ModeSingle Mode = "single"
 	// ModePerRow calls a SQL function once per eligible key, each call in its own transaction.
 	ModePerRow Mode = "per-row"
+	// ModePartitions detaches and drops every partition of a range-partitioned table whose upper
+	// bound is at or before the cutoff, then deletes the boundary rows in batches.
+	ModePartitions Mode = "partitions"
+)
+
+// The boundary choices of a partitions-mode pass.
+const (
+	// BoundaryDelete deletes, in batches, the rows past the cutoff in the partition that
+	// straddles it and in a default partition (the default).
+	BoundaryDelete = "delete"
+	// BoundaryKeep leaves them for the day their partition expires whole.
+	BoundaryKeep = "keep"
 )
 
 // ErrUnknownSweep is returned for a sweep name the catalog does not hold.
@@ -113,6 +125,10 @@ type Pass struct {
 	// AllowShortRetention lowers the retention floor from MinRetention to MinShortRetention, for
 	// tables whose rows are finished within minutes (job queues keep completed jobs for a minute).
 	AllowShortRetention bool `json:"allowShortRetention,omitempty"`
+	// KeepDetached, in partitions mode, detaches expired partitions without dropping them.
+	KeepDetached bool `json:"keepDetached,omitempty"`
+	// Boundary, in partitions mode, is BoundaryDelete (when empty) or BoundaryKeep.
+	Boundary string `json:"boundary,omitempty"`
 }
 
 // Settings bound every run of a Runner.
@@ -140,6 +156,8 @@ type Settings struct {
 type Options struct {
 	// BatchSize overrides Settings.BatchSize as the first batch of each pass when > 0.
 	BatchSize int
+	// RequestID is the HTTP request's id, kept in the run history.
+	RequestID string
 }
 
 // CatalogPass is p as the catalog answer and `api policy check` show it: every field of its
@@ -151,7 +169,7 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Expiry: p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, MaxRows: p.MaxRows, AllowUnindexed: p.AllowUnindexed,
-		AllowShortRetention: p.AllowShortRetention,
+		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id"), Where: g.Where})

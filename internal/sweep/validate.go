@@ -91,10 +91,37 @@ func validatePass(p Pass) []problem {
 	switch mode {
 	case "":
 		mode = ModeBatched
-	case ModeBatched, ModeSingle, ModePerRow:
+	case ModeBatched, ModeSingle, ModePerRow, ModePartitions:
 	default:
-		add("mode", "unknown mode %q: want batched (the default), single or per-row", p.Mode)
+		add("mode", "unknown mode %q: want batched (the default), single, per-row or partitions", p.Mode)
 		return out // the rules below depend on the mode
+	}
+	if mode == ModePartitions {
+		// A whole partition goes whatever its rows say: a condition or a guard could not be kept.
+		if strings.TrimSpace(p.Where) != "" {
+			add("where", "where is not for mode partitions: a dropped partition takes every row in it; sweep such rows with a batched pass")
+		}
+		if len(p.Guards) > 0 {
+			add("keep_while_referenced_by", "keep guards are not for mode partitions: a dropped partition takes every row in it")
+		}
+		if len(p.DeleteWith) > 0 {
+			add("delete_with", "delete_with is not for mode partitions: a dropped partition's rows go without their children")
+		}
+		if p.TimeZone != "" && p.TimeZone != TimeZoneUTC {
+			add("time_zone", "time_zone is not for mode partitions: partitions expire by their bounds on the UTC calendar, and the boundary's rows must go by the same one")
+		}
+	} else {
+		if p.KeepDetached {
+			add("keep_detached", "keep_detached is only for mode partitions: remove it")
+		}
+		if p.Boundary != "" {
+			add("boundary", "boundary is only for mode partitions: remove it")
+		}
+	}
+	switch p.Boundary {
+	case "", BoundaryDelete, BoundaryKeep:
+	default:
+		add("boundary", "unknown boundary %q: want delete (the default: the straddling partition's expired rows are deleted in batches) or keep", p.Boundary)
 	}
 	if p.Function != "" {
 		if err := checkRelationName(p.Function); err != nil {
@@ -178,6 +205,8 @@ func checkMaxRows(mode Mode, v int) string {
 		return "max_rows has no effect in mode single (one statement deletes every eligible row): remove it, or use mode batched"
 	case mode == ModePerRow:
 		return "max_rows has no effect in mode per-row (one row per call): cap the calls with max_batches"
+	case mode == ModePartitions:
+		return "max_rows is not for mode partitions: a dropped partition takes every row in it, whatever the cap; cap the drops with max_batches"
 	case v < 1:
 		return fmt.Sprintf("max_rows %d must be at least 1, or leave it out for no cap", v)
 	}
@@ -188,7 +217,7 @@ func checkMaxRows(mode Mode, v int) string {
 // means "the server's setting"; the loader asks about a batch_size written as 0 too.
 func checkBatchSize(mode Mode, v int) string {
 	switch {
-	case mode != ModeBatched:
+	case mode != ModeBatched && mode != ModePartitions:
 		return fmt.Sprintf("batch_size has no effect in mode %s (%s): remove it", mode, modeBatching(mode))
 	case v < wire.MinRequestBatchSize || v > wire.MaxRequestBatchSize:
 		return fmt.Sprintf("batch_size %d is out of range: want %d to %d, or leave it out for the server's BATCH_SIZE",
@@ -313,6 +342,9 @@ func normalize(specs []Spec) []Spec {
 			}
 			if p.TimeZone == "" {
 				p.TimeZone = TimeZoneUTC
+			}
+			if p.Mode == ModePartitions && p.Boundary == "" {
+				p.Boundary = BoundaryDelete
 			}
 			p.Guards = slices.Clone(p.Guards)
 			for k := range p.Guards {

@@ -7,7 +7,10 @@
 // (pgx). docs/DESIGN.md describes every field.
 package wire
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Routes of the signed rail.
 const (
@@ -82,6 +85,11 @@ type PassResult struct {
 	Deleted    int64      `json:"deleted"`
 	BatchCount int        `json:"batchCount"`
 	StopReason StopReason `json:"stopReason"`
+	// PartitionsDropped is what a partitions-mode pass dropped (or detached, with keep_detached);
+	// Deleted counts only the boundary rows its batches deleted.
+	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
+	// ThrottledMs is the time the pass spent waiting for standbys to catch up (MAX_REPLICA_LAG).
+	ThrottledMs int64 `json:"throttledMs"`
 	// Children are the rows of each delete_with table deleted with the pass's rows, in policy
 	// order; absent for a pass without delete_with.
 	Children []ChildRows `json:"children,omitempty"`
@@ -108,6 +116,10 @@ type Result struct {
 	StopReason StopReason   `json:"stopReason"`
 	Passes     []PassResult `json:"passes"`
 	Error      *ErrorInfo   `json:"error"`
+	// PartitionsDropped sums the passes' (partitions mode only; absent when zero).
+	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
+	// ThrottledMs sums the passes' waits for standbys (MAX_REPLICA_LAG, MAX_REPLICA_LAG_BYTES).
+	ThrottledMs int64 `json:"throttledMs"`
 }
 
 // Failed reports whether the run stopped on a failed batch, which the API answers with 500.
@@ -126,6 +138,16 @@ type DryRunPass struct {
 	// policy order, counted in the same statement as Eligible; absent for a pass without
 	// delete_with, and when the count timed out.
 	Children []ChildRows `json:"children,omitempty"`
+	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
+	// Estimate then count the boundary rows the batches would delete.
+	Partitions []DryRunPartition `json:"partitions,omitempty"`
+}
+
+// DryRunPartition is one partition a partitions-mode run would drop.
+type DryRunPartition struct {
+	Name string `json:"name"`
+	// RowsEstimate is the planner's row count (reltuples); -1 when never analyzed.
+	RowsEstimate int64 `json:"rowsEstimate"`
 }
 
 // DryRunResult is the answer of a dry run. It has no stopReason: that is how a caller tells it
@@ -135,6 +157,46 @@ type DryRunResult struct {
 	DryRun bool         `json:"dryRun"`
 	Passes []DryRunPass `json:"passes"`
 }
+
+// History is the answer of GET /internal/runs: runs newest first.
+type History struct {
+	Runs []HistoryRun `json:"runs"`
+}
+
+// HistoryRun is one run as the history keeps it. FinishedAt and StopReason are null for a run
+// still going, or whose process died before it could write its end; Error is null for a run
+// without one.
+type HistoryRun struct {
+	RunID             string        `json:"runId"`
+	Sweep             string        `json:"sweep"`
+	StartedAt         time.Time     `json:"startedAt"`
+	FinishedAt        *time.Time    `json:"finishedAt"`
+	StopReason        *StopReason   `json:"stopReason"`
+	Truncated         bool          `json:"truncated"`
+	Skipped           bool          `json:"skipped"`
+	Deleted           int64         `json:"deleted"`
+	Archived          int64         `json:"archived"`
+	PartitionsDropped int64         `json:"partitionsDropped"`
+	ThrottledMs       int64         `json:"throttledMs"`
+	Passes            []HistoryPass `json:"passes"`
+	Error             *ErrorInfo    `json:"error"`
+	RequestID         string        `json:"requestId"`
+}
+
+// HistoryPass is one pass of a run in the history.
+type HistoryPass struct {
+	Pass              string     `json:"pass"`
+	Deleted           int64      `json:"deleted"`
+	Archived          int64      `json:"archived"`
+	PartitionsDropped int64      `json:"partitionsDropped"`
+	StopReason        StopReason `json:"stopReason"`
+}
+
+// The range of GET /internal/runs's limit.
+const (
+	DefaultHistoryLimit = 20
+	MaxHistoryLimit     = 1000
+)
 
 // Catalog is the answer of GET /internal/sweeps. The cron client relies on sweeps[].name,
 // sweeps[].route and bounds.serverWriteTimeoutMs; the rest is for operators.
@@ -176,6 +238,9 @@ type CatalogPass struct {
 	AllowUnindexed bool `json:"allowUnindexed"`
 	// AllowShortRetention: the pass may keep rows for less than an hour (down to a minute).
 	AllowShortRetention bool `json:"allowShortRetention"`
+	// KeepDetached and Boundary are a partitions-mode pass's choices.
+	KeepDetached bool   `json:"keepDetached,omitempty"`
+	Boundary     string `json:"boundary,omitempty"`
 }
 
 // CatalogGuard is a keep guard: a row stays while a row of <table> for which <where> holds (any

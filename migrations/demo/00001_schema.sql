@@ -1,6 +1,7 @@
 -- +goose Up
 -- The reference schema of the bundled catalog: a small multi-tenant SaaS's tables that grow
--- without bound, plus the sweep lease. Indexes that back the sweep predicates are created
+-- without bound. sweeprail's own lease table is not here: it lives in schema sweeprail (the
+-- migrations of ../sweeprail/). Indexes that back the sweep predicates are created
 -- CONCURRENTLY in migrations of their own, so adding one to a live table never blocks writes.
 
 CREATE TABLE accounts (
@@ -110,14 +111,6 @@ CREATE TABLE idempotency_records (
     CONSTRAINT idempotency_records_completed_check CHECK (status <> 'completed' OR completed_at IS NOT NULL)
 );
 
--- The single-flight lease of DESIGN.md: one row per running sweep, labelled by the sweep's name.
-CREATE TABLE sweep_lock (
-    label        text PRIMARY KEY,
-    owner        uuid NOT NULL,
-    locked_at    timestamptz NOT NULL,
-    locked_until timestamptz NOT NULL
-);
-
 -- wipe_account erases one account's personal data exactly once. The deleted_at IS NULL guard
 -- stands on the UPDATE that claims the row, so when two callers race, READ COMMITTED re-checks
 -- it after the first commits and the second wipes nothing and writes no audit or outbox row.
@@ -153,5 +146,5 @@ $$;
 
 -- +goose Down
 DROP FUNCTION wipe_account(uuid);
-DROP TABLE sweep_lock, idempotency_records, refresh_tokens, notifications, consent_records,
+DROP TABLE idempotency_records, refresh_tokens, notifications, consent_records,
     audit_log, webhook_deliveries, outbox_events, email_messages, accounts;

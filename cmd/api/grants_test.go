@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/wire"
+)
+
+const grantsPolicy = `sweeps:
+  - name: notifications
+    passes:
+      - name: read
+        table: notifications
+        age_column: read_at
+        retention: 30d
+        where: t.read_at IS NOT NULL
+  - name: outbox
+    passes:
+      - name: dispatched
+        table: outbox_events
+        age_column: dispatched_at
+        retention: 7d
+        where: t.dispatched_at IS NOT NULL
+        keep_while_referenced_by:
+          - table: webhook_deliveries
+            column: outbox_event_id
+  - name: outbox-pairs
+    passes:
+      - name: old
+        table: outbox_events
+        age_column: dispatched_at
+        retention: 30d
+        where: t.dispatched_at IS NOT NULL
+        delete_with:
+          - table: webhook_deliveries
+            column: outbox_event_id
+`
+
+func TestGrants(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "sweeps.yaml")
+	if err := os.WriteFile(policyFile, []byte(grantsPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grantsFor := func(t *testing.T, env map[string]string, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), append([]string{"api", "grants"}, args...), env, &out, &errOut); err != nil {
+			t.Fatalf("grants: %v\n%s", err, errOut.String())
+		}
+		return out.String()
+	}
+
+	t.Run("the least privileges of the policy, and pg_monitor with the throttle", func(t *testing.T) {
+		out := grantsFor(t, map[string]string{"MAX_REPLICA_LAG": "1s"}, "--role", "Sweeper", policyFile)
+		for _, want := range []string{
+			`GRANT USAGE ON SCHEMA sweeprail TO "Sweeper";`,
+			`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sweeprail TO "Sweeper";`,
+			`GRANT SELECT, UPDATE, DELETE ON "notifications" TO "Sweeper";`,
+			`GRANT SELECT, UPDATE, DELETE ON "outbox_events" TO "Sweeper";`,
+			`GRANT SELECT, DELETE ON "webhook_deliveries" TO "Sweeper";`,
+			`GRANT pg_monitor TO "Sweeper";`,
+		} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("grants lack %s:\n%s", want, out)
+			}
+		}
+		if n := strings.Count(out, "GRANT "); n != 6 {
+			t.Errorf("%d GRANTs, want exactly 6:\n%s", n, out)
+		}
+		if strings.Contains(grantsFor(t, map[string]string{}, policyFile), "pg_monitor") {
+			t.Error("pg_monitor granted without the throttle")
+		}
+	})
+
+	t.Run("the API runs on exactly those; a revoked one is batch-error 42501 naming the table", func(t *testing.T) {
+		u := dbtest.URL(t)
+		admin, err := pgxpool.New(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(admin.Close)
+		role := "sweeper_" + randomHex(t)
+		exec := func(sql string) {
+			t.Helper()
+			if _, err := admin.Exec(context.Background(), sql); err != nil {
+				t.Fatalf("%v\n%s", err, sql)
+			}
+		}
+		exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
+		t.Cleanup(func() {
+			_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+			_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
+		})
+		for _, stmt := range sqlStatements(grantsFor(t, map[string]string{}, "--role", role, policyFile)) {
+			exec(stmt)
+		}
+		exec(`INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com')`)
+		seed := `INSERT INTO notifications (account_id, kind, read_at)
+			SELECT '00000000-0000-0000-0000-000000000001', 'old', now() - interval '40 days' FROM generate_series(1, 25)`
+		exec(seed)
+		// An old event with its delivery, which outbox-pairs deletes together.
+		exec(`WITH e AS (INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, dispatched_at)
+			VALUES ('order', 'o1', 'order.paid', now() - interval '40 days') RETURNING id)
+			INSERT INTO webhook_deliveries (outbox_event_id, endpoint_url) SELECT id, 'https://example.com/hook' FROM e`)
+
+		s := startServe(t, map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
+			"SWEEP_POLICY_FILE": policyFile})
+		sweepOnce := func(name string) (int, wire.Result) {
+			t.Helper()
+			resp, err := http.DefaultClient.Do(signedRequest(t, http.MethodPost, s.url+"/internal/sweep-"+name, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var res wire.Result
+			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode, res
+		}
+		for _, name := range []string{"notifications", "outbox", "outbox-pairs"} {
+			if status, res := sweepOnce(name); status != http.StatusOK || res.StopReason != wire.StopExhausted {
+				t.Fatalf("%s as the least-privileged role: %d %+v (error %+v)", name, status, res, res.Error)
+			}
+		}
+		var left int
+		if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries`).Scan(&left); err != nil || left != 0 {
+			t.Fatalf("%d deliveries left (%v): outbox-pairs deletes the old event with its delivery", left, err)
+		}
+		exec(`REVOKE DELETE ON notifications FROM ` + role)
+		exec(seed)
+		status, res := sweepOnce("notifications")
+		if status != http.StatusInternalServerError || res.Error == nil || res.Error.Code != "42501" || !strings.Contains(res.Error.Message, "notifications") {
+			t.Fatalf("without DELETE: %d %+v (error %+v), want 500 batch-error 42501 naming notifications", status, res, res.Error)
+		}
+	})
+}

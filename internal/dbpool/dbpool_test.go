@@ -1,0 +1,262 @@
+package dbpool_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/dbpool"
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+)
+
+var ctx = context.Background()
+
+// limitedRole creates a login role without superuser on the test's database and returns a URL
+// that connects as it, with application_name set at startup. The reset must work for the least
+// privileged role the API may run as, not only for a superuser. other is a second role the
+// first is a member of, for SET ROLE.
+func limitedRole(t *testing.T) (u, other string) {
+	t.Helper()
+	base := dbtest.URL(t)
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name, other, password := "dbpool_"+hex.EncodeToString(b), "dbpool_other_"+hex.EncodeToString(b), hex.EncodeToString(b)
+	for _, sql := range []string{
+		"CREATE ROLE " + name + " LOGIN PASSWORD '" + password + "'",
+		"CREATE ROLE " + other,
+		"GRANT " + other + " TO " + name,
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(ctx)
+		// The test's database is dropped after this cleanup (cleanups run last first): the roles
+		// own nothing that outlives their connections.
+		if _, err := c.Exec(ctx, "DROP ROLE IF EXISTS "+name+", "+other); err != nil {
+			t.Errorf("drop the test roles: %v", err)
+		}
+	})
+	p, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.User = url.UserPassword(name, password)
+	q := p.Query()
+	q.Set("application_name", "sweeprail-dbpool-test")
+	p.RawQuery = q.Encode()
+	return p.String(), other
+}
+
+// onePool is a pool of one connection, so that every acquire gets the connection the last
+// release handed back.
+func onePool(t *testing.T, u string, reset bool) *pgxpool.Pool {
+	t.Helper()
+	var (
+		cfg *pgxpool.Config
+		err error
+	)
+	if reset {
+		cfg, err = dbpool.ParseConfig(u, nil)
+	} else {
+		cfg, err = pgxpool.ParseConfig(u)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func text(t *testing.T, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sql string) string {
+	t.Helper()
+	var s string
+	if err := q.QueryRow(ctx, sql).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+// TestResetOnRelease (issue 15, row 3, and the other routes to it): whatever session state one
+// holder of a pooled connection leaves, the next holder of that same connection (same backend
+// pid: reset, not replaced) finds the session as it was. Row 3 was a policy condition calling
+// set_config(…, false) in a dry run: every later sweep on that connection failed 25006.
+func TestResetOnRelease(t *testing.T) {
+	u, other := limitedRole(t)
+	cases := []struct {
+		name string
+		// dirty leaves state on the connection; check reads it back as text.
+		dirty func(t *testing.T, c *pgxpool.Conn)
+		check string
+	}{
+		{"set_config default_transaction_read_only, session level", exec(`SELECT set_config('default_transaction_read_only', 'on', false)`),
+			`SELECT current_setting('default_transaction_read_only')`},
+		{"set_config inside a committed read-only transaction (a dry run's)", func(t *testing.T, c *pgxpool.Conn) {
+			err := pgx.BeginTxFunc(ctx, c, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT set_config('default_transaction_read_only', 'on', false)`)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, `SELECT current_setting('default_transaction_read_only')`},
+		{"SET statement_timeout", exec(`SET statement_timeout = 1`), `SELECT current_setting('statement_timeout')`},
+		{"SET search_path", exec(`SET search_path = pg_catalog`), `SELECT current_setting('search_path')`},
+		{"SET application_name, set at startup by the URL", exec(`SET application_name = 'someone-else'`),
+			`SELECT current_setting('application_name')`},
+		{"SET ROLE", exec(`SET ROLE ` + other), `SELECT current_user::text`},
+		{"advisory lock", exec(`SELECT pg_advisory_lock(4242)`),
+			`SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`},
+		{"temporary table", exec(`CREATE TEMP TABLE leftover (x int)`), `SELECT (to_regclass('pg_temp.leftover') IS NULL)::text`},
+		{"LISTEN", exec(`LISTEN sweeprail_dbpool_test`), `SELECT count(*)::text FROM pg_listening_channels()`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := onePool(t, u, true)
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, want := text(t, c, `SELECT pg_backend_pid()::text`), text(t, c, tc.check)
+			tc.dirty(t, c)
+			if got := text(t, c, tc.check); got == want {
+				t.Fatalf("the test's dirt left no trace: %s is %q before and after", tc.check, got)
+			}
+			c.Release()
+
+			c, err = pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			if got := text(t, c, `SELECT pg_backend_pid()::text`); got != pid {
+				t.Fatalf("the next acquirer got backend %s, not %s: nothing shows the connection was reset", got, pid)
+			}
+			if got := text(t, c, tc.check); got != want {
+				t.Errorf("the next acquirer of the connection reads %q from %s, want %q", got, tc.check, want)
+			}
+			// Row 3's symptom: a write on the same connection.
+			if _, err := c.Exec(ctx, `CREATE TEMP TABLE written (x int)`); err != nil {
+				t.Errorf("a write on the reset connection: %v", err)
+			}
+		})
+	}
+}
+
+func exec(sql string) func(*testing.T, *pgxpool.Conn) {
+	return func(t *testing.T, c *pgxpool.Conn) {
+		t.Helper()
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// TestResetKeepsStatementCache: the reset is not DISCARD ALL, whose DEALLOCATE ALL would drop the
+// statements pgx prepared on the connection: a parameterized query still runs from the cache
+// after a release, and the statement is still prepared server-side.
+func TestResetKeepsStatementCache(t *testing.T) {
+	u, _ := limitedRole(t)
+	pool := onePool(t, u, true)
+	const q = `SELECT $1::int + 1`
+	for i := range 3 {
+		var n int
+		if err := pool.QueryRow(ctx, q, i).Scan(&n); err != nil || n != i+1 {
+			t.Fatalf("run %d of a cached statement: %d, %v", i, n, err)
+		}
+	}
+	var prepared int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = $1`, q).Scan(&prepared); err != nil {
+		t.Fatal(err)
+	}
+	if prepared != 1 {
+		t.Errorf("%d server-side statements for %q after three releases, want the 1 pgx prepared", prepared, q)
+	}
+}
+
+// TestWithoutReset shows what the reset is for: the same dirt on a plain pgx pool reaches the
+// next acquirer, and a write there fails as row 3's sweeps did (25006).
+func TestWithoutReset(t *testing.T) {
+	u, _ := limitedRole(t)
+	pool := onePool(t, u, false)
+	if _, err := pool.Exec(ctx, `SELECT set_config('default_transaction_read_only', 'on', false)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pool.Exec(ctx, `CREATE TEMP TABLE written (x int)`)
+	if err == nil {
+		t.Fatal("a plain pool handed back a clean connection: the test no longer shows anything")
+	}
+	t.Logf("without the reset: %v", err)
+}
+
+// TestProbeConfig: the probe's pool is small and separate; the sweeps' configuration is untouched.
+func TestProbeConfig(t *testing.T) {
+	cfg, err := dbpool.ParseConfig("postgres://u@127.0.0.1:1/db?pool_max_conns=9", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := dbpool.ProbeConfig(cfg)
+	if probe.MaxConns != 2 || cfg.MaxConns != 9 {
+		t.Errorf("probe MaxConns %d (want 2), sweeps' %d (want 9, untouched)", probe.MaxConns, cfg.MaxConns)
+	}
+	if probe.AfterRelease == nil {
+		t.Error("the probe's pool lost the reset")
+	}
+}
+
+// BenchmarkAcquireRelease measures what the reset adds to one acquire, query and release
+// (one round trip more, off the acquirer's path unless the pool is empty).
+//
+//	go test -run='^$' -bench=AcquireRelease ./internal/dbpool/
+func BenchmarkAcquireRelease(b *testing.B) {
+	u := dbtest.URL(b)
+	for _, reset := range []bool{false, true} {
+		name := "plain"
+		if reset {
+			name = "reset"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg, err := pgxpool.ParseConfig(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if reset {
+				dbpool.ResetOnRelease(cfg, nil)
+			}
+			cfg.MaxConns = 1
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			for b.Loop() {
+				if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

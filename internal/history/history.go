@@ -1,0 +1,140 @@
+// Package history owns the run history: table sweeprail.run, one row per run, written at the
+// run's start and completed at its end, listed by GET /internal/runs and pruned past its
+// retention by every run.
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
+)
+
+// pruneBatch bounds the rows one prune deletes: the history is swept like any table, in short
+// statements, by every run.
+const pruneBatch = 1000
+
+// DefaultRetention is how long runs are kept when RUN_HISTORY_RETENTION is unset.
+const DefaultRetention = 90 * 24 * time.Hour
+
+// Store reads and writes the run history of one database.
+type Store struct {
+	pool      *pgxpool.Pool
+	retention time.Duration
+}
+
+// New returns the history of pool's database, keeping runs for retention.
+func New(pool *pgxpool.Pool, retention time.Duration) *Store {
+	return &Store{pool: pool, retention: retention}
+}
+
+// Start records that a run began now (the database's clock).
+func (s *Store) Start(ctx context.Context, runID, sweep, requestID string) error {
+	if s == nil {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO sweeprail.run (run_id, sweep, request_id) VALUES ($1, $2, $3)`, runID, sweep, requestID)
+	if err != nil {
+		return fmt.Errorf("record run start: %w", err)
+	}
+	return nil
+}
+
+// Finish records a run's end and answer: it completes the row Start wrote, or writes the whole
+// row for a run that never started one (a skipped run, or one whose Start failed).
+func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string) error {
+	if s == nil {
+		return nil
+	}
+	passes := make([]wire.HistoryPass, 0, len(res.Passes))
+	var archived int64
+	for _, p := range res.Passes {
+		passes = append(passes, wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason})
+	}
+	passJSON, err := json.Marshal(passes)
+	if err != nil {
+		return fmt.Errorf("record run end: %w", err)
+	}
+	var errJSON []byte
+	if res.Error != nil {
+		if errJSON, err = json.Marshal(res.Error); err != nil {
+			return fmt.Errorf("record run end: %w", err)
+		}
+	}
+	_, err = s.pool.Exec(ctx, `
+INSERT INTO sweeprail.run (run_id, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
+                           partitions_dropped, throttled_ms, passes, error, request_id)
+VALUES ($1, $2, now(), now(), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (run_id) DO UPDATE SET finished_at = now(), stop_reason = EXCLUDED.stop_reason, truncated = EXCLUDED.truncated,
+    skipped = EXCLUDED.skipped, deleted = EXCLUDED.deleted, archived = EXCLUDED.archived,
+    partitions_dropped = EXCLUDED.partitions_dropped, throttled_ms = EXCLUDED.throttled_ms, passes = EXCLUDED.passes,
+    error = EXCLUDED.error`,
+		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, archived,
+		res.PartitionsDropped, res.ThrottledMs, passJSON, errJSON, requestID)
+	if err != nil {
+		return fmt.Errorf("record run end: %w", err)
+	}
+	return nil
+}
+
+// Prune deletes at most a batch of the oldest runs past the retention, and reports how many.
+func (s *Store) Prune(ctx context.Context) (int64, error) {
+	if s == nil || s.retention <= 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sweeprail.run WHERE run_id IN (
+  SELECT run_id FROM sweeprail.run WHERE started_at < now() - make_interval(secs => $1) ORDER BY started_at LIMIT $2)`,
+		s.retention.Seconds(), pruneBatch)
+	if err != nil {
+		return 0, fmt.Errorf("prune run history: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// List returns up to limit runs, newest first, of sweep (every sweep when empty).
+func (s *Store) List(ctx context.Context, sweep string, limit int) ([]wire.HistoryRun, error) {
+	if s == nil {
+		return nil, errors.New("list runs: no history")
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT run_id::text, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
+       partitions_dropped, throttled_ms, passes, error, request_id
+FROM sweeprail.run WHERE ($1 = '' OR sweep = $1) ORDER BY started_at DESC, run_id DESC LIMIT $2`, sweep, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.HistoryRun, error) {
+		var h wire.HistoryRun
+		var stop *string
+		var passes, errJSON []byte
+		if err := r.Scan(&h.RunID, &h.Sweep, &h.StartedAt, &h.FinishedAt, &stop, &h.Truncated, &h.Skipped, &h.Deleted,
+			&h.Archived, &h.PartitionsDropped, &h.ThrottledMs, &passes, &errJSON, &h.RequestID); err != nil {
+			return h, err
+		}
+		if stop != nil {
+			sr := wire.StopReason(*stop)
+			h.StopReason = &sr
+		}
+		h.Passes = []wire.HistoryPass{}
+		if err := json.Unmarshal(passes, &h.Passes); err != nil {
+			return h, fmt.Errorf("passes of run %s: %w", h.RunID, err)
+		}
+		if len(errJSON) > 0 {
+			h.Error = &wire.ErrorInfo{}
+			if err := json.Unmarshal(errJSON, h.Error); err != nil {
+				return h, fmt.Errorf("error of run %s: %w", h.RunID, err)
+			}
+		}
+		return h, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return runs, nil
+}

@@ -1,0 +1,316 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DropOptions bound and shape one Drop.
+type DropOptions struct {
+	// LockTimeout bounds every lock wait of every statement (required): a partition someone holds
+	// costs an error (SQLSTATE 55P03), never a hang.
+	LockTimeout time.Duration
+	// StatementTimeout bounds each statement; zero leaves the server's setting.
+	StatementTimeout time.Duration
+	// KeepDetached detaches the partition and keeps it as a table of its own.
+	KeepDetached bool
+	// NoConcurrently detaches plainly even where DETACH … CONCURRENTLY is allowed.
+	NoConcurrently bool
+}
+
+// Outcome says what Drop did.
+type Outcome struct {
+	// Partition is the partition's name when Drop came to it.
+	Partition string
+	// Gone: the partition was no longer a partition of its table (dropped or detached by someone
+	// else since it was listed), and Drop did nothing.
+	Gone bool
+	// Finalized: an interrupted DETACH … CONCURRENTLY was finished with DETACH … FINALIZE.
+	Finalized bool
+	// Concurrently: the partition was detached with DETACH … CONCURRENTLY.
+	Concurrently bool
+	// Detached and Dropped say what became of it; Dropped is false with KeepDetached.
+	Detached bool
+	Dropped  bool
+}
+
+// IncompleteError is Drop's error when the partition was left between states: detach-pending (a
+// DETACH … CONCURRENTLY interrupted in its second transaction, and the FINALIZE that followed
+// failed too) or detached but not dropped. Statement finishes the job; Err is the failure, a
+// *pgconn.PgError when the server's.
+type IncompleteError struct {
+	Partition string
+	// State is "detach-pending" or "detached, not dropped".
+	State     string
+	Statement string
+	Err       error
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("partition %s left %s (finish with: %s): %v", e.Partition, e.State, e.Statement, e.Err)
+}
+
+func (e *IncompleteError) Unwrap() error { return e.Err }
+
+// ErrDefaultPartition is returned by Drop for the DEFAULT partition, which holds rows of any age.
+var ErrDefaultPartition = errors.New("the default partition is never dropped")
+
+// Drop detaches partition p from its table and drops it (or keeps it detached), each statement
+// under opts.LockTimeout, on one connection of pool. It acts on the partition by OID, as it is
+// when Drop comes to it:
+//
+//   - gone from its table already: nothing to do (Outcome.Gone);
+//   - detach-pending (an interrupted DETACH … CONCURRENTLY): DETACH … FINALIZE, then DROP TABLE,
+//     in one transaction;
+//   - else, where the server allows DETACH … CONCURRENTLY (no default partition, no other
+//     partition detach-pending) and nothing outside the table depends on the partition (a foreign
+//     key or view on it would make the DROP fail after the detach): a probe first takes and
+//     releases the partition's ACCESS EXCLUSIVE lock, so that a session holding it fails the drop
+//     before anything changes; then DETACH … CONCURRENTLY, then DROP TABLE. A detach interrupted
+//     in its second transaction (a lock timeout waiting for a reader of the table) leaves the
+//     partition detach-pending: Drop finalizes it at once and, when that fails too, returns an
+//     *IncompleteError with the FINALIZE statement (the next Drop of it finalizes it);
+//   - else plain DETACH PARTITION and DROP TABLE in one transaction: either both happen or
+//     neither, and the error is the server's (55P03 lock timeout, 23503 rows referenced through a
+//     foreign key, 2BP01 objects depending on the partition).
+//
+// Errors name the partition and wrap the server's *pgconn.PgError.
+func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions) (out Outcome, err error) {
+	verb := "drop"
+	if opts.KeepDetached {
+		verb = "detach"
+	}
+	out.Partition = p.Name
+	defer func() {
+		var inc *IncompleteError
+		if err != nil && !errors.As(err, &inc) {
+			err = fmt.Errorf("%s partition %s: %w", verb, out.Partition, err)
+		}
+	}()
+	switch {
+	case p.Default:
+		return out, ErrDefaultPartition
+	case opts.LockTimeout <= 0:
+		return out, errors.New("a lock timeout is required")
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return out, fmt.Errorf("acquire connection: %w", err)
+	}
+	defer release(conn)
+	// Session settings, since DETACH … CONCURRENTLY cannot run in a transaction; release resets them.
+	var statementTimeout *string
+	if opts.StatementTimeout > 0 {
+		v := ms(opts.StatementTimeout)
+		statementTimeout = &v
+	}
+	if _, err := conn.Exec(ctx, `SELECT set_config('lock_timeout', $1, false),
+       set_config('statement_timeout', COALESCE($2, current_setting('statement_timeout')), false)`,
+		ms(opts.LockTimeout), statementTimeout); err != nil {
+		return out, fmt.Errorf("set timeouts: %w", err)
+	}
+	d := dropper{conn: conn.Conn(), keep: opts.KeepDetached}
+	st, err := d.state(ctx, p)
+	if err != nil || st.gone {
+		out.Gone = st.gone
+		return out, err
+	}
+	out.Partition = st.name
+	d.st = st
+
+	if st.pending {
+		if err := d.finalize(ctx); err != nil {
+			return out, &IncompleteError{Partition: st.name, State: "detach-pending", Statement: st.finalize(), Err: err}
+		}
+		out.Finalized, out.Detached, out.Dropped = true, true, !d.keep
+		return out, nil
+	}
+	if opts.NoConcurrently || st.hasDefault || st.otherPending || !d.keep && len(st.dependents) > 0 {
+		if err := d.plain(ctx); err != nil {
+			return out, err
+		}
+		out.Detached, out.Dropped = true, !d.keep
+		return out, nil
+	}
+
+	if err := d.probe(ctx); err != nil {
+		return out, err
+	}
+	if _, err := d.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY", st.parent, st.name)); err != nil {
+		// The first transaction may have committed: the partition is then detach-pending.
+		after, serr := d.stateAfter(ctx, pool, p)
+		if serr != nil {
+			return out, errors.Join(err, serr)
+		}
+		if !after.pending {
+			// A default partition created, or another partition left detach-pending, since the
+			// state was read: the server refuses CONCURRENTLY (55000), and plainly is the way.
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == sqlstateNotInPrerequisiteState && !after.gone && !d.conn.IsClosed() {
+				if err := d.plain(ctx); err != nil {
+					return out, err
+				}
+				out.Detached, out.Dropped = true, !d.keep
+				return out, nil
+			}
+			return out, err
+		}
+		if ferr := d.finalize(ctx); ferr != nil {
+			// The detach's error first: errors.As finds its *pgconn.PgError.
+			return out, &IncompleteError{Partition: st.name, State: "detach-pending", Statement: st.finalize(),
+				Err: errors.Join(err, fmt.Errorf("finalize: %w", ferr))}
+		}
+		out.Finalized, out.Detached, out.Dropped = true, true, !d.keep
+		return out, nil
+	}
+	out.Concurrently, out.Detached = true, true
+	if d.keep {
+		return out, nil
+	}
+	if _, err := d.conn.Exec(ctx, "DROP TABLE "+st.name); err != nil {
+		return out, &IncompleteError{Partition: st.name, State: "detached, not dropped", Statement: "DROP TABLE " + st.name, Err: err}
+	}
+	out.Dropped = true
+	return out, nil
+}
+
+// dropper runs the statements of one Drop on one connection.
+type dropper struct {
+	conn *pgx.Conn
+	keep bool
+	st   state
+}
+
+// state is a partition as the catalog has it when Drop comes to it.
+type state struct {
+	gone         bool
+	name, parent string
+	pending      bool
+	hasDefault   bool
+	otherPending bool
+	dependents   []string
+}
+
+func (s state) finalize() string {
+	return fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s FINALIZE", s.parent, s.name)
+}
+
+// stateSQL reads partition $1 of table $2. dependents are the objects outside the partition that
+// a DROP TABLE … RESTRICT refuses to drop it under: foreign keys referencing the partition itself
+// and views on it, but not the foreign keys the server cloned from one referencing the whole
+// table (conparentid set), which the detach removes.
+const stateSQL = `
+SELECT format('%I.%I', n.nspname, c.relname), format('%I.%I', pn.nspname, pc.relname), i.inhdetachpending,
+       pt.partdefid <> 0 AND pt.partdefid <> c.oid,
+       EXISTS (SELECT 1 FROM pg_inherits o WHERE o.inhparent = i.inhparent AND o.inhdetachpending AND o.inhrelid <> c.oid),
+       ARRAY(SELECT DISTINCT pg_describe_object(d.classid, d.objid, 0) FROM pg_depend d
+             WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND d.deptype = 'n'
+               AND NOT (d.classid = 'pg_constraint'::regclass AND EXISTS (
+                     SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND (k.conparentid <> 0 OR k.conrelid = c.oid)))
+               AND NOT (d.classid = 'pg_rewrite'::regclass AND EXISTS (
+                     SELECT 1 FROM pg_rewrite r WHERE r.oid = d.objid AND r.ev_class = c.oid))
+             ORDER BY 1)
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_class pc ON pc.oid = i.inhparent
+JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+JOIN pg_partitioned_table pt ON pt.partrelid = i.inhparent
+WHERE i.inhrelid = $1 AND i.inhparent = $2`
+
+func readState(ctx context.Context, q Querier, p Partition) (state, error) {
+	var s state
+	err := q.QueryRow(ctx, stateSQL, p.OID, p.ParentOID).Scan(&s.name, &s.parent, &s.pending, &s.hasDefault, &s.otherPending, &s.dependents)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state{gone: true}, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("read partition state: %w", err)
+	}
+	return s, nil
+}
+
+func (d *dropper) state(ctx context.Context, p Partition) (state, error) {
+	return readState(ctx, d.conn, p)
+}
+
+// stateAfter reads the state after a failed statement: on the connection when it survived, else
+// on another (a cancelled statement closes pgx's connection).
+func (d *dropper) stateAfter(ctx context.Context, pool *pgxpool.Pool, p Partition) (state, error) {
+	ctx = context.WithoutCancel(ctx)
+	if !d.conn.IsClosed() {
+		return readState(ctx, d.conn, p)
+	}
+	return readState(ctx, pool, p)
+}
+
+// finalize finishes an interrupted DETACH … CONCURRENTLY and drops the partition, in one
+// transaction. It reconnects when the connection is gone (the interrupted detach took it).
+func (d *dropper) finalize(ctx context.Context) error {
+	if d.conn.IsClosed() {
+		return errors.New("connection lost")
+	}
+	return pgx.BeginFunc(ctx, d.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, d.st.finalize()); err != nil {
+			return err
+		}
+		return d.dropIn(ctx, tx)
+	})
+}
+
+// plain detaches and drops in one transaction.
+func (d *dropper) plain(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, d.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s", d.st.parent, d.st.name)); err != nil {
+			return err
+		}
+		return d.dropIn(ctx, tx)
+	})
+}
+
+func (d *dropper) dropIn(ctx context.Context, tx pgx.Tx) error {
+	if d.keep {
+		return nil
+	}
+	_, err := tx.Exec(ctx, "DROP TABLE "+d.st.name)
+	return err
+}
+
+// probe takes the partition's ACCESS EXCLUSIVE lock, which the detach's second transaction needs,
+// and rolls back at once: a session holding the partition fails the drop here, before the first
+// transaction marks it detach-pending.
+func (d *dropper) probe(ctx context.Context) error {
+	tx, err := d.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	_, err = tx.Exec(ctx, fmt.Sprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", d.st.name))
+	return err
+}
+
+// release resets the session's timeouts and hands the connection back; one that cannot be reset
+// is closed, so the pool never lends it with them.
+func release(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !conn.Conn().IsClosed() {
+		if _, err := conn.Exec(ctx, "SELECT set_config(name, reset_val, false) FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')"); err != nil {
+			_ = conn.Conn().Close(ctx)
+		}
+	}
+	conn.Release()
+}
+
+// sqlstateNotInPrerequisiteState is what the server raises for a DETACH … CONCURRENTLY it refuses.
+const sqlstateNotInPrerequisiteState = "55000"
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
+}

@@ -1,0 +1,79 @@
+package sweep
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Grants returns the least privileges the statements of specs need, as GRANT statements to role,
+// one per object, in a stable order:
+//   - a swept table: SELECT and DELETE, and UPDATE, which the row locks of a batch (FOR UPDATE
+//     SKIP LOCKED) and of a per-row pick require;
+//   - a keep guard's table: SELECT;
+//   - a delete_with child's table: SELECT (its lookup) and DELETE;
+//   - a per-row function: EXECUTE (what the function itself writes is its owner's affair when it
+//     is SECURITY DEFINER, else the role's too: the comment says so);
+//   - every schema named: USAGE.
+//
+// A partitions-mode pass also needs to own its table's partitions, which no GRANT gives: that is
+// a comment line.
+func Grants(specs []Spec, role string) []string {
+	r := pgx.Identifier{role}.Sanitize()
+	tables := map[string]map[string]bool{}
+	schemas := map[string]bool{}
+	var functions, notes []string
+	add := func(table string, privs ...string) {
+		if schema, _, ok := strings.Cut(table, "."); ok {
+			schemas[schema] = true
+		}
+		if tables[table] == nil {
+			tables[table] = map[string]bool{}
+		}
+		for _, p := range privs {
+			tables[table][p] = true
+		}
+	}
+	for _, s := range normalize(specs) {
+		for _, p := range s.Passes {
+			add(p.Table, "SELECT", "UPDATE", "DELETE")
+			for _, g := range p.Guards {
+				add(g.Table, "SELECT")
+			}
+			for _, c := range p.DeleteWith {
+				add(c.Table, "SELECT", "DELETE")
+			}
+			switch p.Mode {
+			case ModePerRow:
+				if schema, _, ok := strings.Cut(p.Function, "."); ok {
+					schemas[schema] = true
+				}
+				functions = append(functions, fmt.Sprintf("-- %s runs with the role's privileges unless it is SECURITY DEFINER: grant what it writes too.\nGRANT EXECUTE ON FUNCTION %s TO %s;",
+					p.Function, quoteQualified(p.Function), r))
+			case ModePartitions:
+				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: the role must own them (or be a member of their owner); no GRANT gives DROP.",
+					p.Name, s.Name, p.Table))
+			}
+		}
+	}
+	var out []string
+	for _, schema := range slices.Sorted(maps.Keys(schemas)) {
+		out = append(out, fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s;", pgx.Identifier{schema}.Sanitize(), r))
+	}
+	order := []string{"SELECT", "UPDATE", "DELETE"}
+	for _, table := range slices.Sorted(maps.Keys(tables)) {
+		var privs []string
+		for _, p := range order {
+			if tables[table][p] {
+				privs = append(privs, p)
+			}
+		}
+		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), quoteQualified(table), r))
+	}
+	slices.Sort(functions)
+	out = append(out, slices.Compact(functions)...)
+	return append(out, notes...)
+}

@@ -1,0 +1,78 @@
+package sweep_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/history"
+	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/wire"
+)
+
+// TestRunHistory checks that every run leaves its row, skipped and failed ones included, that a
+// run cut before its end leaves a row without an end, and that runs prune the history.
+func TestRunHistory(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	at := dbNow(t, pool)
+	store := history.New(pool, 30*24*time.Hour)
+	exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com')`)
+	exec(t, pool, `INSERT INTO notifications (account_id, kind, read_at)
+		SELECT '00000000-0000-0000-0000-000000000001', 'old', $1::timestamptz - interval '40 days' FROM generate_series(1, 10)`, at)
+	// Old runs past the 30-day retention, and one within it.
+	exec(t, pool, `INSERT INTO sweeprail.run (run_id, sweep, started_at) SELECT gen_random_uuid(), 'notifications', now() - interval '31 days'
+		FROM generate_series(1, 3)`)
+	exec(t, pool, `INSERT INTO sweeprail.run (run_id, sweep, started_at) VALUES (gen_random_uuid(), 'outbox', now() - interval '29 days')`)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at), History: store})
+
+	res, err := r.Run(ctx, "notifications", sweep.Options{RequestID: "req-1"})
+	if err != nil || res.Deleted != 10 {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM sweeprail.run WHERE started_at < now() - interval '30 days'`); n != 0 {
+		t.Fatalf("%d runs past the retention left: the run did not prune", n)
+	}
+	// A skipped run: the lease is held.
+	exec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('outbox', gen_random_uuid(), now(), now() + interval '1 hour')`)
+	if res := run(t, r, "outbox"); !res.Skipped {
+		t.Fatalf("outbox: %+v, want skipped", res)
+	}
+	// A failed run: a batch that fails on a trigger.
+	exec(t, pool, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no deletes today' USING ERRCODE = 'P0001'; END $$`)
+	exec(t, pool, `CREATE TRIGGER refuse BEFORE DELETE ON refresh_tokens FOR EACH ROW EXECUTE FUNCTION refuse()`)
+	exec(t, pool, `INSERT INTO refresh_tokens (account_id, token_hash, expires_at) VALUES ('00000000-0000-0000-0000-000000000001', '\x00', now() - interval '3 days')`)
+	if res := run(t, r, "refresh-tokens"); !res.Failed() {
+		t.Fatalf("refresh-tokens: %+v, want batch-error", res)
+	}
+
+	runs, err := store.List(ctx, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 4 {
+		t.Fatalf("%d runs listed, want the 3 new and the one within the retention", len(runs))
+	}
+	failed, skipped, done := runs[0], runs[1], runs[2]
+	if failed.Sweep != "refresh-tokens" || failed.StopReason == nil || *failed.StopReason != wire.StopBatchError ||
+		failed.Error == nil || failed.Error.Code != "P0001" || failed.FinishedAt == nil {
+		t.Errorf("failed run %+v", failed)
+	}
+	if skipped.Sweep != "outbox" || !skipped.Skipped || skipped.StopReason == nil || *skipped.StopReason != wire.StopLeaseHeld {
+		t.Errorf("skipped run %+v", skipped)
+	}
+	if done.Sweep != "notifications" || done.Deleted != 10 || done.RequestID != "req-1" || done.FinishedAt == nil ||
+		len(done.Passes) != 1 || done.Passes[0].Deleted != 10 || done.RunID != res.RunID {
+		t.Errorf("run %+v", done)
+	}
+
+	t.Run("a run cut before its end keeps its start", func(t *testing.T) {
+		if err := store.Start(ctx, "0192a000-0000-7000-8000-000000000001", "notifications", ""); err != nil {
+			t.Fatal(err)
+		}
+		runs, err := store.List(ctx, "notifications", 1)
+		if err != nil || len(runs) != 1 || runs[0].FinishedAt != nil || runs[0].StopReason != nil {
+			t.Fatalf("%+v %v, want an unfinished run", runs, err)
+		}
+	})
+}
