@@ -47,8 +47,8 @@ type dbState struct {
 	leaseWrites   int64
 	// nonces counts the replay store's records: a request whose signature passed records its
 	// nonce there, the one write a refused body may cause.
-	nonces int64
-	deletes       int64
+	nonces  int64
+	deletes int64
 	// sessions lists the api's database sessions with the start of their last query: a new
 	// connection or any query at all, even a read, changes it.
 	sessions string
