@@ -34,6 +34,16 @@ const grantsPolicy = `sweeps:
         keep_while_referenced_by:
           - table: webhook_deliveries
             column: outbox_event_id
+  - name: outbox-pairs
+    passes:
+      - name: old
+        table: outbox_events
+        age_column: dispatched_at
+        retention: 30d
+        where: t.dispatched_at IS NOT NULL
+        delete_with:
+          - table: webhook_deliveries
+            column: outbox_event_id
 `
 
 func TestGrants(t *testing.T) {
@@ -59,7 +69,7 @@ func TestGrants(t *testing.T) {
 			`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sweeprail TO "Sweeper";`,
 			`GRANT SELECT, UPDATE, DELETE ON "notifications" TO "Sweeper";`,
 			`GRANT SELECT, UPDATE, DELETE ON "outbox_events" TO "Sweeper";`,
-			`GRANT SELECT ON "webhook_deliveries" TO "Sweeper";`,
+			`GRANT SELECT, DELETE ON "webhook_deliveries" TO "Sweeper";`,
 			`GRANT pg_monitor TO "Sweeper";`,
 		} {
 			if !strings.Contains(out, want+"\n") {
@@ -100,6 +110,10 @@ func TestGrants(t *testing.T) {
 		seed := `INSERT INTO notifications (account_id, kind, read_at)
 			SELECT '00000000-0000-0000-0000-000000000001', 'old', now() - interval '40 days' FROM generate_series(1, 25)`
 		exec(seed)
+		// An old event with its delivery, which outbox-pairs deletes together.
+		exec(`WITH e AS (INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, dispatched_at)
+			VALUES ('order', 'o1', 'order.paid', now() - interval '40 days') RETURNING id)
+			INSERT INTO webhook_deliveries (outbox_event_id, endpoint_url) SELECT id, 'https://example.com/hook' FROM e`)
 
 		s := startServe(t, map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
 			"SWEEP_POLICY_FILE": policyFile})
@@ -116,10 +130,14 @@ func TestGrants(t *testing.T) {
 			}
 			return resp.StatusCode, res
 		}
-		for _, name := range []string{"notifications", "outbox"} {
+		for _, name := range []string{"notifications", "outbox", "outbox-pairs"} {
 			if status, res := sweepOnce(name); status != http.StatusOK || res.StopReason != wire.StopExhausted {
 				t.Fatalf("%s as the least-privileged role: %d %+v (error %+v)", name, status, res, res.Error)
 			}
+		}
+		var left int
+		if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries`).Scan(&left); err != nil || left != 0 {
+			t.Fatalf("%d deliveries left (%v): outbox-pairs deletes the old event with its delivery", left, err)
 		}
 		exec(`REVOKE DELETE ON notifications FROM ` + role)
 		exec(seed)

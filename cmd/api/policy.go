@@ -115,12 +115,28 @@ func describePasses(passes []sweep.Pass) string {
 	for i, p := range passes {
 		c := sweep.CatalogPass(p)
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s (%s.%s older than %s", c.Pass, c.Table, c.AgeColumn, sweep.FormatRetention(p.Retention))
+		if c.Expiry {
+			fmt.Fprintf(&b, "%s (%s.%s expired", c.Pass, c.Table, c.AgeColumn)
+			if p.Retention > 0 {
+				fmt.Fprintf(&b, " more than %s ago", sweep.FormatRetention(p.Retention))
+			}
+		} else {
+			fmt.Fprintf(&b, "%s (%s.%s older than %s", c.Pass, c.Table, c.AgeColumn, sweep.FormatRetention(p.Retention))
+		}
+		if c.TimeZone != sweep.TimeZoneUTC {
+			fmt.Fprintf(&b, " on the %s calendar", c.TimeZone)
+		}
 		if c.Where != "" {
 			b.WriteString(" where " + strings.Join(strings.Fields(c.Where), " "))
 		}
 		for _, g := range c.Guards {
 			fmt.Fprintf(&b, ", kept while %s.%s references its %s", g.Table, g.Column, g.References)
+			if g.Where != "" {
+				b.WriteString(" where " + strings.Join(strings.Fields(g.Where), " "))
+			}
+		}
+		for _, ch := range c.DeleteWith {
+			fmt.Fprintf(&b, ", deleting the %s rows whose %s holds its %s", ch.Table, ch.Column, ch.References)
 		}
 		fmt.Fprintf(&b, ", %s", c.Mode)
 		if c.Function != "" {
@@ -131,6 +147,9 @@ func describePasses(passes []sweep.Pass) string {
 		}
 		if c.MaxBatches > 0 {
 			fmt.Fprintf(&b, ", max_batches %d", c.MaxBatches)
+		}
+		if c.MaxRows > 0 {
+			fmt.Fprintf(&b, ", max_rows %d", c.MaxRows)
 		}
 		if c.AllowUnindexed {
 			b.WriteString(", unindexed allowed")

@@ -43,7 +43,12 @@ func TestPolicyCheck(t *testing.T) {
 CREATE TABLE sessions (id bigserial PRIMARY KEY, expires_at timestamptz NOT NULL);
 CREATE INDEX ON sessions (expires_at);
 CREATE TABLE scratch (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL);
-CREATE TABLE sessions_archive (LIKE sessions)`); err != nil {
+CREATE TABLE sessions_archive (LIKE sessions);
+CREATE TABLE ops (id bigserial PRIMARY KEY, expires_at timestamptz NOT NULL);
+CREATE INDEX ON ops (expires_at);
+CREATE TABLE attempts (id bigserial PRIMARY KEY, op_id bigint NOT NULL REFERENCES ops (id), state text NOT NULL);
+CREATE INDEX ON attempts (op_id);
+CREATE TABLE counters (day date PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
 	good := writePolicy(t, sessionsPolicy)
@@ -65,6 +70,27 @@ CREATE TABLE sessions_archive (LIKE sessions)`); err != nil {
 			wantOut: []string{good + ": OK: 1 sweeps, 1 passes", "\n  expired-sessions: expired (sessions.expires_at older than 1d, batched)\n"}},
 		{name: "an archiving pass", args: []string{"check", writePolicy(t, sessionsPolicy+"        archive_to: sessions_archive\n")}, env: env,
 			wantOut: []string{"\n  expired-sessions: expired (sessions.expires_at older than 1d, batched, archived to sessions_archive)\n"}},
+		{name: "every field of a pass shown", args: []string{"check", writePolicy(t, `sweeps:
+  - name: ledger
+    passes:
+      - name: ops
+        table: ops
+        age_column: expires_at
+        expiry: true
+        retention: 0s
+        keep_while_referenced_by:
+          - {table: attempts, column: op_id, where: "g.state = 'reserved'"}
+        delete_with:
+          - {table: attempts, column: op_id}
+        max_rows: 5000
+      - name: counters
+        table: counters
+        age_column: day
+        time_zone: database
+        retention: 1d
+`)}, env: env,
+			wantOut: []string{"\n  ledger: ops (ops.expires_at expired, kept while attempts.op_id references its id where g.state = 'reserved', " +
+				"deleting the attempts rows whose op_id holds its id, batched, max_rows 5000); counters (counters.day older than 1d on the database calendar, batched)\n"}},
 		{name: "SWEEP_POLICY_FILE without an argument", args: []string{"check"},
 			env:     map[string]string{"DATABASE_URL": u, "SWEEP_POLICY_FILE": good},
 			wantOut: []string{good + ": OK"}},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sweeprail/sweeprail/internal/classify"
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 func TestRunCallsEveryRouteAndReportsEachFailure(t *testing.T) {
@@ -463,6 +464,17 @@ func TestRunDryRunAndBatchSize(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "a  ok             dry-run [p eligible=7 estimate=9 indexed]") {
 		t.Errorf("stdout:\n%s", stdout)
+	}
+}
+
+// TestFormatDryRunPass checks the dry-run line of a pass, delete_with's children included.
+func TestFormatDryRunPass(t *testing.T) {
+	t.Parallel()
+	n := int64(900)
+	got := formatDryRunPass(classify.DryRunPass{Pass: "terminal", Eligible: &n, Estimate: 880, Indexed: true,
+		Children: []wire.ChildRows{{Table: "deliveries", Column: "event_id", Rows: 1350}, {Table: "app.receipts", Column: "event_id", Rows: 900}}})
+	if want := "[terminal eligible=900 estimate=880 +deliveries=1350 +app.receipts=900 indexed]"; got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
 

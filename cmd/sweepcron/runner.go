@@ -290,6 +290,10 @@ func formatDryRunPass(p classify.DryRunPass) string {
 		eligible = fmt.Sprint(*p.Eligible)
 	}
 	s := fmt.Sprintf("[%s eligible=%s estimate=%d", name, eligible, p.Estimate)
+	// The rows of each delete_with child that would go with the eligible rows.
+	for _, c := range p.Children {
+		s += fmt.Sprintf(" +%s=%d", c.Table, c.Rows)
+	}
 	if p.CountTimedOut {
 		s += " count-timed-out"
 	}

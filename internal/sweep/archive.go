@@ -252,7 +252,7 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denie
 		}
 		return nil
 	}
-	st := buildArchiveStatements(p, buildStatements(p), names)
+	st := buildArchiveStatements(p, buildStatements(p, c.ageKind(p)), names)
 	query, args := st.batch, []any{cutoff, checkPlanBatchSize}
 	if p.Mode == ModeSingle {
 		query, args = st.single, []any{cutoff}

@@ -14,7 +14,8 @@ import (
 //   - comments (-- and /*): they would swallow the rest of our statement, cutoff included;
 //   - a ')' closing a parenthesis it did not open: "true) OR (true" would escape our parentheses
 //     and OR past the age test, widening the delete to every row;
-//   - '$' (dollar quoting, and parameters: $1 is the cutoff, $2 the batch size);
+//   - '$' (dollar quoting, and parameters: $1 is the cutoff, $2 the batch size): a condition names
+//     the run's cutoff as :cutoff (cutoffPlaceholder), which the statements replace with $1;
 //   - an unterminated string or quoted identifier, and a backslash in a plain '…' string, which
 //     means something else when standard_conforming_strings is off (write E'…' for escapes).
 //
@@ -23,13 +24,49 @@ import (
 // string or quoted identifier. It returns one message per kind of problem; none when the shape is
 // sound.
 func checkCondition(where string) []string {
-	_, problems := scanCondition(where)
+	_, _, problems := scanCondition(where)
 	return problems
 }
 
+// cutoffPlaceholder names the run's cutoff inside a where or keep-guard condition: the same
+// instant as the age test's, so that a rule can compare another column, or another table's, with
+// it (t.closed_at < :cutoff). It is a timestamptz.
+const cutoffPlaceholder = ":cutoff"
+
+// cutoffParam is what cutoffPlaceholder becomes in a statement: the bound cutoff, typed, so that
+// it means one instant whatever it is compared with (every statement binds $1 as a timestamptz).
+const cutoffParam = "($1::timestamptz)"
+
+// cutoffConst is what cutoffPlaceholder becomes where no parameter can stand (a view): a
+// timestamptz that calls no function.
+const cutoffConst = "(NULL::timestamptz)"
+
+// withCutoff returns where with each :cutoff outside quotes replaced by the bound cutoff. where
+// must have passed checkCondition.
+func withCutoff(where string) string { return substituteCutoff(where, cutoffParam) }
+
+// substituteCutoff returns where with each :cutoff outside quotes replaced by with.
+func substituteCutoff(where, with string) string {
+	_, at, _ := scanCondition(where)
+	if len(at) == 0 {
+		return where
+	}
+	var b strings.Builder
+	last := 0
+	for _, i := range at {
+		b.WriteString(where[last:i])
+		b.WriteString(with)
+		last = i + len(cutoffPlaceholder)
+	}
+	b.WriteString(where[last:])
+	return b.String()
+}
+
 // scanCondition lexes where as checkCondition describes, and returns for each byte its
-// parenthesis depth, or -1 inside a string or quoted identifier.
-func scanCondition(where string) (depths []int, problems []string) {
+// parenthesis depth, or -1 inside a string or quoted identifier, and where each :cutoff starts.
+// A :cutoff is the placeholder only as a word of its own outside quotes: not the end of a cast
+// (x::cutoff) nor the start of a longer word (:cutoffs).
+func scanCondition(where string) (depths, cutoffs []int, problems []string) {
 	seen := map[string]bool{}
 	add := func(msg string) {
 		if !seen[msg] {
@@ -38,7 +75,7 @@ func scanCondition(where string) (depths []int, problems []string) {
 		}
 	}
 	if strings.TrimSpace(where) == "" {
-		return nil, []string{"the condition is empty: remove where, or write a condition"}
+		return nil, nil, []string{"the condition is empty: remove where, or write a condition"}
 	}
 	const (
 		code = iota
@@ -100,7 +137,14 @@ func scanCondition(where string) (depths []int, problems []string) {
 			case c == '-' && i+1 < len(where) && where[i+1] == '-', c == '/' && i+1 < len(where) && where[i+1] == '*':
 				add("comments (-- and /*) are refused: one would swallow the rest of our statement, the age test included")
 			case c == '$':
-				add("'$' is refused outside quotes: dollar quoting could hide the end of the condition, and $1 and $2 are the cutoff and the batch size; quote an identifier that holds a $")
+				add("'$' is refused outside quotes: dollar quoting could hide the end of the condition, and $1 and $2 are the cutoff and the batch size (write :cutoff for the cutoff); quote an identifier that holds a $")
+			case c == ':' && strings.HasPrefix(where[i+1:], cutoffPlaceholder[1:]) && (i == 0 || where[i-1] != ':') &&
+				(i+len(cutoffPlaceholder) == len(where) || !isWord(where[i+len(cutoffPlaceholder)])):
+				cutoffs = append(cutoffs, i)
+				for j := i; j < i+len(cutoffPlaceholder); j++ {
+					depths[j] = depth
+				}
+				i += len(cutoffPlaceholder) - 1
 			case c == '(':
 				depth++
 				depths[i] = depth
@@ -127,29 +171,34 @@ func scanCondition(where string) (depths []int, problems []string) {
 	if depth > 0 && !stray { // after a stray ')', the count of '(' says nothing more
 		add(fmt.Sprintf("%d '(' not closed: the parentheses must balance inside the condition", depth))
 	}
-	return depths, problems
+	return depths, cutoffs, problems
 }
 
 var (
 	conditionWordRE = regexp.MustCompile(`(?i)\b(and|or|between)\b`)
 	// simpleConjunctRE matches a conjunct that can stand as written in an index predicate:
-	// a column (t.-qualified or not) IS [NOT] NULL, compared with =, <> or != to a literal, or
-	// [NOT] IN a list of literals.
-	simpleConjunctRE = regexp.MustCompile(`(?is)^(t\.)?([a-z_][a-z0-9_]*|"(?:[^"]|"")+")\s*` +
-		`(?:is\s+(?:not\s+)?null|(?:=|<>|!=)\s*` + literalRE + `|(?:not\s+)?in\s*\(\s*` + literalRE + `(?:\s*,\s*` + literalRE + `)*\s*\))$`)
+	// a column (alias-qualified or not) IS [NOT] NULL, compared with =, <> or != to a literal,
+	// or [NOT] IN a list of literals. The alias is a pass's t or a keep guard's g.
+	simpleConjunctRE = map[string]*regexp.Regexp{"t": simpleConjunct("t"), "g": simpleConjunct("g")}
 )
+
+func simpleConjunct(alias string) *regexp.Regexp {
+	return regexp.MustCompile(`(?is)^(` + alias + `\.)?([a-z_][a-z0-9_]*|"(?:[^"]|"")+")\s*` +
+		`(?:is\s+(?:not\s+)?null|(?:=|<>|!=)\s*` + literalRE + `|(?:not\s+)?in\s*\(\s*` + literalRE + `(?:\s*,\s*` + literalRE + `)*\s*\))$`)
+}
 
 const literalRE = `(?:'(?:[^'\\]|'')*'|-?[0-9]+(?:\.[0-9]+)?|true|false)`
 
-// partialPredicate returns the conjuncts of where that can stand in an index predicate, t.
-// prefixes dropped, and whether that is all of where. Only a top-level AND chain is split: a
-// top-level OR or a BETWEEN (whose own AND would be misread) gives up, since a wrong predicate
-// would make an index the query cannot use.
-func partialPredicate(where string) (pred string, complete bool) {
+// partialPredicate returns the conjuncts of where, a condition over alias ("t" for a pass's,
+// "g" for a keep guard's), that can stand in an index predicate of alias's table, alias prefixes
+// dropped, and whether that is all of where. Only a top-level AND chain is split: a top-level OR
+// or a BETWEEN (whose own AND would be misread) gives up, since a wrong predicate would make an
+// index the query cannot use.
+func partialPredicate(where, alias string) (pred string, complete bool) {
 	if strings.TrimSpace(where) == "" {
 		return "", true
 	}
-	depths, problems := scanCondition(where)
+	depths, _, problems := scanCondition(where)
 	if len(problems) > 0 {
 		return "", false
 	}
@@ -169,7 +218,7 @@ func partialPredicate(where string) (pred string, complete bool) {
 	var kept []string
 	for _, piece := range pieces {
 		piece = strings.TrimSpace(piece)
-		m := simpleConjunctRE.FindStringSubmatchIndex(piece)
+		m := simpleConjunctRE[alias].FindStringSubmatchIndex(piece)
 		if m == nil {
 			continue
 		}

@@ -28,9 +28,13 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
+	sts, err := r.statementsFor(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("dry run %q: %w", name, err)
+	}
 	res := &wire.DryRunResult{Sweep: name, DryRun: true, Passes: []wire.DryRunPass{}}
 	for i, p := range spec.Passes {
-		st := r.stmts[name][i]
+		st := sts[i]
 		cutoff := ref.Add(-p.Retention)
 		dp := wire.DryRunPass{Pass: p.Name}
 		if p.Mode == ModePartitions {
@@ -47,14 +51,15 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 			res.Passes = append(res.Passes, dp)
 			continue
 		}
-		n, err := r.count(ctx, st, cutoff)
+		counts, err := r.count(ctx, st, cutoff, len(p.DeleteWith))
 		switch {
 		case isQueryCanceled(err):
 			dp.CountTimedOut = true
 		case err != nil:
 			return nil, fmt.Errorf("dry run %q: count pass %q: %w", name, p.Name, err)
 		default:
-			dp.Eligible = &n
+			dp.Eligible = &counts[0]
+			dp.Children = childRows(p.DeleteWith, counts[1:])
 		}
 		if dp.Estimate, dp.Indexed, err = r.plan(ctx, p, st, cutoff); err != nil {
 			return nil, fmt.Errorf("dry run %q: plan pass %q: %w", name, p.Name, err)
@@ -69,15 +74,21 @@ func isQueryCanceled(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled
 }
 
-func (r *Runner) count(ctx context.Context, st statements, cutoff any) (int64, error) {
-	var n int64
+// count answers the eligible rows, then the rows of each of the pass's children that would go
+// with them.
+func (r *Runner) count(ctx context.Context, st statements, cutoff any, children int) ([]int64, error) {
+	counts := make([]int64, 1+children)
+	dest := make([]any, len(counts))
+	for i := range counts {
+		dest[i] = &counts[i]
+	}
 	err := pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.cfg.Settings.CountTimeout)); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, st.count, cutoff).Scan(&n)
+		return tx.QueryRow(ctx, st.count, cutoff).Scan(dest...)
 	})
-	return n, err
+	return counts, err
 }
 
 // plan asks the planner twice: as it stands, for the estimate of the eligible rows; and with

@@ -22,6 +22,16 @@ const explainPrefix = "EXPLAIN (FORMAT JSON) "
 // that the planner reads an index in the query's order whenever one can serve it at all, whatever
 // the table's size and statistics: the index verdict's plan.
 func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, forceIndex bool, query string, args ...any) ([]byte, error) {
+	priced := ""
+	if forceIndex {
+		priced = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"
+	}
+	return explainPriced(ctx, pool, statementTimeout, lockTimeout, priced, query, args...)
+}
+
+// explainPriced is explainJSON with priced, the SET LOCAL statements that price plan nodes out
+// ("" for none).
+func explainPriced(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, priced, query string, args ...any) ([]byte, error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -31,9 +41,9 @@ func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lock
 		ms(statementTimeout), ms(lockTimeout)); err != nil {
 		return nil, fmt.Errorf("set timeouts: %w", err)
 	}
-	if forceIndex {
-		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
-			return nil, fmt.Errorf("price out sequential scans and sorts: %w", err)
+	if priced != "" {
+		if _, err := tx.Exec(ctx, priced); err != nil {
+			return nil, fmt.Errorf("price out plan nodes: %w", err)
 		}
 	}
 	var raw []byte
@@ -45,6 +55,7 @@ func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lock
 type scanNode struct {
 	NodeType  string     `json:"Node Type"`
 	Alias     string     `json:"Alias"`
+	IndexName string     `json:"Index Name"`
 	IndexCond string     `json:"Index Cond"`
 	Plans     []scanNode `json:"Plans"`
 }

@@ -16,6 +16,7 @@ import (
 //   - a keep guard's table: SELECT;
 //   - an archive_to table: INSERT (api policy check reads one row of a foreign archive, and
 //     learns more about its remote table with SELECT too, but does not need it);
+//   - a delete_with child's table: SELECT (its lookup) and DELETE;
 //   - a per-row function: EXECUTE (what the function itself writes is its owner's affair when it
 //     is SECURITY DEFINER, else the role's too: the comment says so);
 //   - every schema named: USAGE.
@@ -46,6 +47,9 @@ func Grants(specs []Spec, role string) []string {
 			}
 			if p.ArchiveTo != "" {
 				add(p.ArchiveTo, "INSERT")
+			}
+			for _, c := range p.DeleteWith {
+				add(c.Table, "SELECT", "DELETE")
 			}
 			switch p.Mode {
 			case ModePerRow:

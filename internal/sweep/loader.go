@@ -221,9 +221,14 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	} else {
 		p.Retention = d
 	}
+	p.Expiry = l.boolean(f, "expiry", sweep, p.Name)
+	p.TimeZone = str("time_zone")
 	p.Where = strings.TrimSpace(str("where"))
 	if g, ok := f["keep_while_referenced_by"]; ok {
 		p.Guards = l.guards(g, sweep, p.Name, record, bad)
+	}
+	if c, ok := f["delete_with"]; ok {
+		p.DeleteWith = l.children(c, sweep, p.Name, record, bad)
 	}
 	p.Mode = ModeBatched
 	if m := str("mode"); m != "" {
@@ -231,25 +236,25 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	}
 	p.Function = str("function")
 	p.KeyColumn = str("key_column")
-	for _, key := range []string{"batch_size", "max_batches"} {
+	for _, key := range []string{"batch_size", "max_batches", "max_rows"} {
 		v, ok, refused := l.integer(f, key, sweep, p.Name)
 		bad[key] = refused
 		switch {
 		case !ok:
 		case v == 0:
-			// Zero is how a Pass says "the server's setting": validatePass would not see it.
-			check := checkBatchSize
-			if key == "max_batches" {
-				check = checkMaxBatches
-			}
+			// Zero is how a Pass says "the server's setting" (or no cap): validatePass would not
+			// see it.
+			check := map[string]func(Mode, int) string{"batch_size": checkBatchSize, "max_batches": checkMaxBatches, "max_rows": checkMaxRows}[key]
 			if msg := check(cmp.Or(p.Mode, ModeBatched), 0); msg != "" {
 				l.failf(line(key), sweep, p.Name, "%s", msg)
 			}
 			bad[key] = true
 		case key == "batch_size":
 			p.BatchSize = v
-		default:
+		case key == "max_batches":
 			p.MaxBatches = v
+		default:
+			p.MaxRows = v
 		}
 	}
 	p.AllowUnindexed = l.boolean(f, "allow_unindexed", sweep, p.Name)
@@ -262,7 +267,7 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 			continue
 		}
 		lineOf := line(pr.field)
-		if strings.HasPrefix(pr.field, "guard.") {
+		if strings.HasPrefix(pr.field, "guard.") || strings.HasPrefix(pr.field, "delete_with.") {
 			if lineOf = l.pol.line(sweep, p.Name, pr.field); lineOf == 0 {
 				lineOf = n.Line
 			}
@@ -272,48 +277,64 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	return p, len(l.errs) == before
 }
 
-// guards reads keep_while_referenced_by: a list of {table, column, references}. A guard field
-// refused for its type is marked in bad as "guard.<i>.<key>".
+// guards reads keep_while_referenced_by: a list of {table, column, references, where}. A guard
+// field refused for its type is marked in bad as "guard.<i>.<key>".
 func (l *loader) guards(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Guard {
-	if n.Kind != yaml.SequenceNode {
-		l.failf(n.Line, sweep, pass, "keep_while_referenced_by is %s: want a list of {table, column, references}", describe(n))
-		return nil
-	}
 	var out []Guard
-	for i, gn := range n.Content {
-		key := fmt.Sprintf("guard.%d", i)
-		if gn.Kind != yaml.MappingNode {
-			l.failf(gn.Line, sweep, pass, "a keep guard is %s: want a mapping with table, column and optionally references", describe(gn))
+	l.references(n, sweep, pass, record, bad, "keep_while_referenced_by", "guard", "a keep guard", keysGuard,
+		func(f map[string]string) {
+			out = append(out, Guard{Table: f["table"], Column: f["column"], References: cmp.Or(f["references"], "id"), Where: strings.TrimSpace(f["where"])})
+		})
+	return out
+}
+
+// children reads delete_with: a list of {table, column, references}, marked in bad as guards are.
+func (l *loader) children(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Child {
+	var out []Child
+	l.references(n, sweep, pass, record, bad, "delete_with", "delete_with", "a delete_with child", keysChild,
+		func(f map[string]string) {
+			out = append(out, Child{Table: f["table"], Column: f["column"], References: cmp.Or(f["references"], "id")})
+		})
+	return out
+}
+
+// references reads key, a list of mappings of string fields (known) of which table and column are
+// required, that each name a table whose column references the pass's table: keep guards and
+// delete_with's children. Each entry's lines are recorded as "<field>.<i>" and
+// "<field>.<i>.<key>"; each entry read is handed to add.
+func (l *loader) references(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool, key, field, what, known string, add func(map[string]string)) {
+	keys := strings.Fields(known)
+	if n.Kind != yaml.SequenceNode {
+		l.failf(n.Line, sweep, pass, "%s is %s: want a list of {%s}", key, describe(n), strings.Join(keys, ", "))
+		return
+	}
+	for i, en := range n.Content {
+		at := fmt.Sprintf("%s.%d", field, i)
+		if en.Kind != yaml.MappingNode {
+			l.failf(en.Line, sweep, pass, "%s is %s: want a mapping with table, column and optionally %s", what, describe(en), strings.Join(keys[2:], " and "))
 			continue
 		}
-		f := l.fields(gn, sweep, pass, "a keep guard", keysGuard)
+		f := l.fields(en, sweep, pass, what, known)
 		if record {
-			l.pol.lines[fieldKey{sweep, pass, key}] = gn.Line
+			l.pol.lines[fieldKey{sweep, pass, at}] = en.Line
 			for k, v := range f {
-				l.pol.lines[fieldKey{sweep, pass, key + "." + k}] = v.Line
+				l.pol.lines[fieldKey{sweep, pass, at + "." + k}] = v.Line
 			}
 		}
-		g := Guard{References: "id"}
-		for _, k := range []string{"table", "column", "references"} {
+		values := map[string]string{}
+		for _, k := range keys {
 			s, ok, refused := l.str(f, k, sweep, pass)
-			bad[key+"."+k] = refused
-			if k != "references" && !ok && !refused {
-				l.failf(gn.Line, sweep, pass, "%s is required", k)
-				bad[key+"."+k] = true
+			bad[at+"."+k] = refused
+			if (k == "table" || k == "column") && !ok && !refused {
+				l.failf(en.Line, sweep, pass, "%s is required", k)
+				bad[at+"."+k] = true
 			}
-			switch {
-			case !ok:
-			case k == "table":
-				g.Table = s
-			case k == "column":
-				g.Column = s
-			default:
-				g.References = s
+			if ok {
+				values[k] = s
 			}
 		}
-		out = append(out, g)
+		add(values)
 	}
-	return out
 }
 
 // peekName returns the string value of n's name key, to label the messages about n's other keys,

@@ -27,8 +27,11 @@ type passRun struct {
 	out wire.PassResult
 	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
 	arch *archiveStatements
-	// size is the next batch's size, adapted after each full batch.
-	size int
+	// size is the next batch's size, adapted after each full batch; limit is the rows the next
+	// batch may delete: size, or what max_rows leaves when that is less.
+	size, limit int
+	// children are the rows of each delete_with child the last batch deleted.
+	children []int64
 	// after is where the next batch resumes: the newest age deleted so far (nil before the first
 	// batch). Rows older than it that a batch skipped (locked by someone else) wait for the next run.
 	after *time.Time
@@ -38,7 +41,8 @@ type passRun struct {
 // batch cap, a shutdown or a failed batch stops it. The error is the failed batch's.
 func (pr *passRun) run() (wire.PassResult, error) {
 	s := pr.r.cfg.Settings
-	pr.out = wire.PassResult{Pass: pr.p.Name}
+	pr.out = wire.PassResult{Pass: pr.p.Name, Children: childRows(pr.p.DeleteWith, make([]int64, len(pr.p.DeleteWith)))}
+	pr.children = make([]int64, len(pr.p.DeleteWith))
 	pr.size = firstPositive(pr.opts.BatchSize, pr.p.BatchSize, s.BatchSize)
 	maxBatches := firstPositive(pr.p.MaxBatches, s.MaxBatches)
 	if pr.p.ArchiveTo != "" {
@@ -69,8 +73,13 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			pr.out.StopReason = reason
 			return pr.out, nil
 		}
+		pr.limit = pr.size
+		if pr.p.MaxRows > 0 {
+			// The cap is exact whatever size adaptive sizing reached: the last batch shrinks.
+			pr.limit = int(min(int64(pr.size), int64(pr.p.MaxRows)-pr.out.Deleted))
+		}
 		began := pr.r.cfg.Now()
-		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.p.Mode), pr.size)
+		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.p.Mode), pr.limit)
 		n, full, newest, err := pr.batch()
 		took := pr.r.cfg.Now().Sub(began)
 		span.End(trace.Result{Rows: n, Archived: pr.archived(n), Duration: took, Err: err})
@@ -78,13 +87,16 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		pr.r.cfg.Metrics.Batch(pr.sweep, took)
 		// Each batch's size and duration, at debug level: the metric's histogram only buckets
 		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
-		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "size", pr.size, "deleted", n, "archived", pr.archived(n),
+		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "size", pr.limit, "deleted", n, "archived", pr.archived(n),
 			"took_ms", float64(took.Microseconds())/1000, "failed", err != nil)
 		if err != nil {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}
 		pr.out.Deleted += n
+		for i, c := range pr.children {
+			pr.out.Children[i].Rows += c
+		}
 		pr.r.cfg.Metrics.RowsDeleted(pr.sweep, pr.p.Name, n)
 		if a := pr.archived(n); a > 0 {
 			pr.out.Archived += a
@@ -127,6 +139,8 @@ func (pr *passRun) stop(maxBatches int) wire.StopReason {
 		return wire.StopBudget
 	case pr.out.BatchCount >= maxBatches:
 		return wire.StopBatchCap
+	case pr.p.MaxRows > 0 && pr.out.Deleted >= int64(pr.p.MaxRows):
+		return wire.StopBatchCap
 	}
 	return ""
 }
@@ -163,19 +177,24 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 		ms(s.StatementTimeout), ms(s.LockTimeout), ms(2*s.StatementTimeout), syncCommit); err != nil {
 		return 0, false, nil, fmt.Errorf("set batch timeouts: %w", err)
 	}
+	// The deleting statements answer the rows deleted, then (batched) the newest age among them,
+	// then the rows each delete_with child lost with them.
+	counted := make([]any, len(pr.children))
+	for i := range pr.children {
+		counted[i] = &pr.children[i]
+	}
 	switch pr.p.Mode {
 	case ModeSingle:
+		// An archiving pass has no delete_with (validatePass refuses the two together), so its
+		// statements answer no children's counts.
+		query := pr.st.single
 		if pr.arch != nil {
-			if err := tx.QueryRow(ctx, pr.arch.single, pr.cutoff).Scan(&n); err != nil {
-				return 0, false, nil, err
-			}
-			break
+			query = pr.arch.single
 		}
-		tag, err := tx.Exec(ctx, pr.st.single, pr.cutoff)
-		if err != nil {
+		if err := tx.QueryRow(ctx, query, pr.cutoff).Scan(append([]any{&n}, counted...)...); err != nil {
 			return 0, false, nil, err
 		}
-		n, full = tag.RowsAffected(), false
+		full = false
 	case ModePerRow:
 		rows, err := tx.Query(ctx, pr.st.perRow, pr.cutoff)
 		if err != nil {
@@ -203,14 +222,14 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 		if pr.arch != nil {
 			query, after = pr.arch.batch, pr.arch.batchAfter
 		}
-		args := []any{pr.cutoff, pr.size}
+		args := []any{pr.cutoff, pr.limit}
 		if pr.after != nil {
 			query, args = after, append(args, *pr.after)
 		}
-		if err := tx.QueryRow(ctx, query, args...).Scan(&n, &newest); err != nil {
+		if err := tx.QueryRow(ctx, query, args...).Scan(append([]any{&n, &newest}, counted...)...); err != nil {
 			return 0, false, nil, err
 		}
-		full = n >= int64(pr.size)
+		full = n >= int64(pr.limit)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, false, nil, fmt.Errorf("commit: %w", err)

@@ -21,8 +21,9 @@ const DefaultPolicyFile = "catalog.yaml"
 const (
 	keysTop   = "sweeps"
 	keysSweep = "name passes"
-	keysPass  = "name table age_column retention where keep_while_referenced_by mode function key_column batch_size max_batches allow_unindexed allow_short_retention keep_detached boundary archive_to"
-	keysGuard = "table column references"
+	keysPass  = "name table age_column retention expiry time_zone where keep_while_referenced_by delete_with mode function key_column batch_size max_batches max_rows allow_unindexed allow_short_retention keep_detached boundary archive_to"
+	keysGuard = "table column references where"
+	keysChild = "table column references"
 )
 
 // Policy is a policy file after LoadPolicy: the sweeps it declares, ready for NewRunner, and the
@@ -38,7 +39,8 @@ type Policy struct {
 }
 
 // fieldKey locates one field: field "" is the sweep's or pass's own mapping; guards are
-// "guard.<i>" and "guard.<i>.<key>".
+// "guard.<i>" and "guard.<i>.<key>", delete_with's children "delete_with.<i>" and
+// "delete_with.<i>.<key>".
 type fieldKey struct{ sweep, pass, field string }
 
 // line returns the line of a field, falling back to its pass, then its sweep; 0 when unknown
@@ -120,9 +122,10 @@ func LoadPolicyFile(path string) (*Policy, error) {
 
 // LoadPolicy parses the policy file data, named name in messages, and validates it without a
 // database: strict YAML (unknown keys, wrong types and duplicate keys are refused), names unique
-// and URL-safe, retentions at or above MinRetention, modes consistent with their fields, and the
-// shape of each where condition (see checkCondition). It reports every problem at once, each a
-// *PolicyError with its line; the error is an errors.Join of them.
+// and URL-safe, retentions at or above MinRetention (any grace from zero for an expiry column),
+// modes consistent with their fields, and the shape of each where condition, a keep guard's
+// included (see checkCondition). It reports every problem at once, each a *PolicyError with its
+// line; the error is an errors.Join of them.
 func LoadPolicy(name string, data []byte) (*Policy, error) {
 	l := &loader{pol: &Policy{File: name, lines: map[fieldKey]int{}}}
 	if root := l.parse(data); root != nil {

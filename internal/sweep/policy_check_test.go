@@ -265,6 +265,9 @@ func TestCheckPolicyAccepts(t *testing.T) {
         age_column: queued_on
         retention: 90d
         mode: single
+        delete_with:
+          - table: app.job_logs
+            column: job_id
   - name: erasure
     passes:
       - name: requested

@@ -59,6 +59,7 @@ func TestCatalogFile(t *testing.T) {
 				if want[i].Passes[j].Mode == "" {
 					want[i].Passes[j].Mode = ModeBatched
 				}
+				want[i].Passes[j].TimeZone = TimeZoneUTC
 			}
 		}
 		pol, err := LoadPolicy(DefaultPolicyFile, catalogYAML)
@@ -176,6 +177,36 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"where with an open string", onePass(goodPass + "        where: t.kind = 'x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": where: a string literal is not closed`}},
 		{"where with an open parenthesis", onePass(goodPass + "        where: (t.kind = 'x'\n"), []string{`where: 1 '(' not closed`}},
 		{"where with a backslash in a plain string", onePass(goodPass + "        where: t.kind = 'a\\'\n"), []string{`where: a backslash in a plain '…' string`}},
+		{"guard where ends the statement", onePass(goodPass + "        keep_while_referenced_by:\n          - table: x\n            column: y\n            where: true; DROP TABLE x\n"),
+			[]string{`p.yaml:11: pass "read" of sweep "notes": keep guard where: ';' is refused`}},
+		{"guard where with a parameter", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: y, where: g.at < $1}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": keep guard where: '$' is refused outside quotes`, "write :cutoff for the cutoff"}},
+		{"guard where empty", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: y, where: ''}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": where is an empty string`}},
+		{"delete_with not a list", onePass(goodPass + "        delete_with: x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": delete_with is a string ("x"): want a list of {table, column, references}`}},
+		{"delete_with without column", onePass(goodPass + "        delete_with:\n          - table: x\n"), []string{`p.yaml:9: pass "read" of sweep "notes": column is required`}},
+		{"delete_with with a where", onePass(goodPass + "        delete_with:\n          - {table: x, column: y, where: 'true'}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": unknown key "where" in a delete_with child; the keys are: table, column, references`}},
+		{"delete_with qualified column", onePass(goodPass + "        delete_with:\n          - {table: x, column: x.y}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": delete_with column "x.y": name the column alone`}},
+		{"delete_with twice", onePass(goodPass + "        delete_with:\n          - {table: x, column: y}\n          - {table: x, column: y, references: id}\n"),
+			[]string{`p.yaml:10: pass "read" of sweep "notes": delete_with names x.y twice (entries 1 and 2): keep one`}},
+		{"delete_with under an unconditional guard", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: y}\n        delete_with:\n          - {table: x, column: y}\n"),
+			[]string{`p.yaml:11: pass "read" of sweep "notes": keep guard 1 keeps every row that x.y references, so delete_with would never delete one of its children`}},
+		{"delete_with in per-row", onePass(goodPass + "        mode: per-row\n        function: f\n        delete_with:\n          - {table: x, column: y}\n"),
+			[]string{`p.yaml:11: pass "read" of sweep "notes": delete_with has no effect in mode per-row`}},
+		{"max_rows in per-row", onePass(goodPass + "        mode: per-row\n        function: f\n        max_rows: 5\n"),
+			[]string{`p.yaml:10: pass "read" of sweep "notes": max_rows has no effect in mode per-row (one row per call): cap the calls with max_batches`}},
+		{"expiry a string", onePass(goodPass + "        expiry: \"yes\"\n"), []string{`p.yaml:8: pass "read" of sweep "notes": expiry is a string ("yes"): want true or false`}},
+		{"time_zone a number", onePass(goodPass + "        time_zone: 14\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone is a number (14): want a string`}},
+		{"time_zone with a quote", onePass(goodPass + "        time_zone: \"UTC'\"\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone "UTC'" is no zone name`}},
+		{"delete_with in partitions", onePass(goodPass + "        mode: partitions\n        delete_with:\n          - {table: x, column: y}\n"),
+			[]string{`p.yaml:10: pass "read" of sweep "notes": delete_with is not for mode partitions`}},
+		{"time_zone in partitions", onePass(goodPass + "        mode: partitions\n        time_zone: database\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": time_zone is not for mode partitions`}},
+		{"max_rows in partitions", onePass(goodPass + "        mode: partitions\n        max_rows: 10\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": max_rows is not for mode partitions`}},
+		{"time_zone Database", onePass(goodPass + "        time_zone: Database\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone "Database": write database, in lower case`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,9 +277,17 @@ sweeps:
           - table: audit
             column: subject
             references: token
+            where: g.kind = 'hold' AND g.at >= :cutoff
         batch_size: 500
         max_batches: 20
         allow_unindexed: false
+        expiry: true
+        time_zone: Europe/Paris
+        max_rows: 10000
+        delete_with:
+          - table: app.session_tokens
+            column: session_id
+          - {table: app.session_marks, column: mark, references: token}
       - name: purge
         table: accounts
         age_column: deletion_requested_at
@@ -268,14 +307,17 @@ sweeps:
 		t.Fatal(err)
 	}
 	want := []Spec{{Name: "expired-sessions", Passes: []Pass{
-		{Name: "expired", Table: "app.sessions", AgeColumn: "expires_at", Retention: 48 * time.Hour, Mode: ModeBatched,
-			Where:      "t.kind IN ('web', 'api')\n  AND t.note <> 'it''s; not -- a comment'",
-			Guards:     []Guard{{Table: "app.session_events", Column: "session_id", References: "id"}, {Table: "audit", Column: "subject", References: "token"}},
+		{Name: "expired", Table: "app.sessions", AgeColumn: "expires_at", Retention: 48 * time.Hour, Mode: ModeBatched, TimeZone: "Europe/Paris",
+			Where: "t.kind IN ('web', 'api')\n  AND t.note <> 'it''s; not -- a comment'",
+			Guards: []Guard{{Table: "app.session_events", Column: "session_id", References: "id"},
+				{Table: "audit", Column: "subject", References: "token", Where: "g.kind = 'hold' AND g.at >= :cutoff"}},
 			BatchSize:  500,
-			MaxBatches: 20},
-		{Name: "purge", Table: "accounts", AgeColumn: "deletion_requested_at", Retention: 30 * day, Mode: ModePerRow,
+			MaxBatches: 20,
+			Expiry:     true, MaxRows: 10000,
+			DeleteWith: []Child{{Table: "app.session_tokens", Column: "session_id", References: "id"}, {Table: "app.session_marks", Column: "mark", References: "token"}}},
+		{Name: "purge", Table: "accounts", AgeColumn: "deletion_requested_at", Retention: 30 * day, Mode: ModePerRow, TimeZone: TimeZoneUTC,
 			Function: "app.purge_account", KeyColumn: "account_id", MaxBatches: 100},
-		{Name: "few", Table: "claims", AgeColumn: "created_at", Retention: time.Hour, Mode: ModeSingle, AllowUnindexed: true},
+		{Name: "few", Table: "claims", AgeColumn: "created_at", Retention: time.Hour, Mode: ModeSingle, TimeZone: TimeZoneUTC, AllowUnindexed: true},
 	}}}
 	if !reflect.DeepEqual(pol.Specs, want) {
 		t.Fatalf("specs =\n%+v\nwant\n%+v", pol.Specs, want)
@@ -288,8 +330,12 @@ sweeps:
 		{"expired-sessions", "expired", "", 5},
 		{"expired-sessions", "expired", "where", 9},
 		{"expired-sessions", "expired", "guard.1.references", 17},
-		{"expired-sessions", "purge", "function", 26},
-		{"expired-sessions", "purge", "no-such-field", 21},
+		{"expired-sessions", "expired", "guard.1.where", 18},
+		{"expired-sessions", "expired", "time_zone", 23},
+		{"expired-sessions", "expired", "delete_with.0.column", 27},
+		{"expired-sessions", "expired", "delete_with.1", 28},
+		{"expired-sessions", "purge", "function", 34},
+		{"expired-sessions", "purge", "no-such-field", 29},
 	} {
 		if got := pol.line(tt.sweep, tt.pass, tt.field); got != tt.line {
 			t.Errorf("line(%s, %s, %s) = %d, want %d", tt.sweep, tt.pass, tt.field, got, tt.line)
@@ -311,6 +357,8 @@ func TestCheckCondition(t *testing.T) {
 		"t.price - 1 > 0",
 		"t.a / 2 > 1",
 		"type'x' = t.a", // the word type, then a plain string: E'…' only starts a word
+		"t.a < :cutoff",
+		"t.a::date < :cutoff::date",
 	}
 	for _, where := range accept {
 		if problems := checkCondition(where); len(problems) > 0 {
@@ -327,6 +375,7 @@ func TestCheckCondition(t *testing.T) {
 		{"t.a = $$x$$", "'$' is refused"},
 		{"t.a = $tag$x$tag$", "'$' is refused"},
 		{"t.a < $1", "'$' is refused"},
+		{"t.a < :cutoff AND t.b = $1", "'$' is refused"},
 		{"t.a = 'open", "string literal is not closed"},
 		{`t.a = E'open\'`, "string literal is not closed"},
 		{`"open = 1`, "quoted identifier is not closed"},
@@ -338,6 +387,26 @@ func TestCheckCondition(t *testing.T) {
 		problems := checkCondition(tt.where)
 		if !strings.Contains(strings.Join(problems, "\n"), tt.want) {
 			t.Errorf("checkCondition(%q) = %q, want a problem containing %q", tt.where, problems, tt.want)
+		}
+	}
+}
+
+// TestWithCutoff checks where :cutoff is the placeholder: a word of its own outside quotes.
+func TestWithCutoff(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ where, want string }{
+		{"t.a < :cutoff", "t.a < ($1::timestamptz)"},
+		{":cutoff > t.a AND (g.b >= :cutoff)", "($1::timestamptz) > t.a AND (g.b >= ($1::timestamptz))"},
+		{"t.a < :cutoff::date", "t.a < ($1::timestamptz)::date"},
+		{"t.note = ':cutoff'", "t.note = ':cutoff'"},
+		{`"odd :cutoff" IS NULL`, `"odd :cutoff" IS NULL`},
+		{"t.a::cutoff IS NULL", "t.a::cutoff IS NULL"},
+		{"t.a < :cutoffs", "t.a < :cutoffs"},
+		{"t.a < :cutoff_2", "t.a < :cutoff_2"},
+		{"t.a < now()", "t.a < now()"},
+	} {
+		if got := withCutoff(tt.where); got != tt.want {
+			t.Errorf("withCutoff(%q) = %q, want %q", tt.where, got, tt.want)
 		}
 	}
 }
@@ -361,10 +430,41 @@ func TestPartialPredicate(t *testing.T) {
 		{"t.a = 'x AND y' AND (t.b = 1 OR t.c = 2)", "a = 'x AND y'", false},
 		{"t.brand = 'x'", "brand = 'x'", true},
 	}
+	for _, tt := range []struct {
+		where, pred string
+		complete    bool
+	}{
+		{"g.state = 'runnable'", "state = 'runnable'", true},
+		{"g.state IN ('a', 'b') AND t.x = 1", "state IN ('a', 'b')", false},
+		{"g.at >= :cutoff AND g.kind = 'x'", "kind = 'x'", false},
+	} {
+		if pred, complete := partialPredicate(tt.where, "g"); pred != tt.pred || complete != tt.complete {
+			t.Errorf("partialPredicate(%q, g) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
+		}
+	}
 	for _, tt := range tests {
-		pred, complete := partialPredicate(tt.where)
+		pred, complete := partialPredicate(tt.where, "t")
 		if pred != tt.pred || complete != tt.complete {
 			t.Errorf("partialPredicate(%q) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
 		}
+	}
+}
+
+// TestArchiveWithChildrenRefused: delete_with's children would go without being archived.
+func TestArchiveWithChildrenRefused(t *testing.T) {
+	t.Parallel()
+	_, err := LoadPolicy("p.yaml", []byte(`sweeps:
+  - name: events
+    passes:
+      - name: old
+        table: events
+        age_column: at
+        retention: 30d
+        archive_to: cold.events
+        delete_with:
+          - {table: deliveries, column: event_id}
+`))
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:8: pass \"old\" of sweep \"events\": archive_to and delete_with together are refused") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -55,8 +55,10 @@ type Config struct {
 
 // Runner runs the sweeps of one catalog against one database.
 type Runner struct {
-	cfg    Config
-	stmts  map[string][]statements
+	cfg Config
+	// stmts holds each pass's statements for each kind of age column; a run picks the kind the
+	// catalog has (statementsFor).
+	stmts  map[string][][ageKinds]statements
 	byName map[string]*Spec
 }
 
@@ -77,12 +79,16 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Sleep = sleepCtx
 	}
 	cfg.Specs = normalize(cfg.Specs)
-	r := &Runner{cfg: cfg, stmts: map[string][]statements{}, byName: map[string]*Spec{}}
+	r := &Runner{cfg: cfg, stmts: map[string][][ageKinds]statements{}, byName: map[string]*Spec{}}
 	for i := range r.cfg.Specs {
 		s := &r.cfg.Specs[i]
 		r.byName[s.Name] = s
 		for _, p := range s.Passes {
-			r.stmts[s.Name] = append(r.stmts[s.Name], buildStatements(p))
+			var byKind [ageKinds]statements
+			for k := range ageKinds {
+				byKind[k] = buildStatements(p, k)
+			}
+			r.stmts[s.Name] = append(r.stmts[s.Name], byKind)
 		}
 	}
 	return r, nil
@@ -233,11 +239,16 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
 	}
+	sts, err := r.statementsFor(db, name)
+	if err != nil {
+		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
+		return res, nil
+	}
 	res.StopReason = wire.StopExhausted
 	for i, p := range spec.Passes {
 		passCtx, passSpan := r.cfg.Tracing.StartPass(ctx, p.Name)
 		pr := &passRun{
-			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: r.stmts[name][i],
+			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: sts[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
 		}
 		run := pr.run

@@ -88,6 +88,8 @@ type columnInfo struct {
 	name, typ string
 	// temporal: a timestamp, timestamptz or date (or a domain over one), comparable with the cutoff.
 	temporal bool
+	// kind is how the column compares with the cutoff, when temporal.
+	kind ageKind
 }
 
 func (t *tableInfo) column(name string) (columnInfo, bool) {
@@ -129,8 +131,18 @@ func (c *checker) fail(sweep, pass, field, format string, args ...any) {
 // pass checks one pass, recording its problems; the error it returns is the database's. Each step
 // runs only when the one before found nothing: what is missing from the catalog would only make
 // every statement fail to compile, and a statement that does not compile has no plan.
+//
+// The foreign keys are checked once the catalog is sound, whatever the later steps find: a pass
+// whose delete a foreign key would fail is worth saying alongside a missing index.
 func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
-	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.catalog, c.partitions, c.compile, c.indexes, c.archive} {
+	before := len(c.errs)
+	if err := c.catalog(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
+		return err
+	}
+	if err := c.foreignKeys(ctx, sweep, p); err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.partitions, c.compile, c.indexes, c.archive} {
 		before := len(c.errs)
 		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
 			return err
@@ -155,6 +167,8 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 	} else if !age.temporal {
 		c.fail(sweep, p.Name, "age_column", "age column %q of table %q is %s, not a timestamp or date: the cutoff cannot be compared with it; name a timestamptz, timestamp or date column",
 			p.AgeColumn, p.Table, age.typ)
+	} else if err := c.timeZone(ctx, sweep, p, age); err != nil {
+		return err
 	}
 	if p.Mode == ModePerRow {
 		key := cmp.Or(p.KeyColumn, "id")
@@ -185,6 +199,55 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 			c.fail(sweep, p.Name, field+".references", "keep guard references column %q, which does not exist in table %q (columns: %s)", g.References, p.Table, tbl.columnList())
 		}
 	}
+	for i, ch := range p.DeleteWith {
+		field := fmt.Sprintf("delete_with.%d", i)
+		ct, err := c.table(ctx, ch.Table)
+		if err != nil {
+			return err
+		}
+		if ct.problem != "" {
+			c.fail(sweep, p.Name, field+".table", "delete_with table %q %s", ch.Table, ct.problem)
+		} else if _, ok := ct.column(ch.Column); !ok {
+			c.fail(sweep, p.Name, field+".column", "delete_with column %q does not exist in table %q (columns: %s)", ch.Column, ch.Table, ct.columnList())
+		}
+		if _, ok := tbl.column(ch.References); !ok {
+			c.fail(sweep, p.Name, field+".references", "delete_with references column %q, which does not exist in table %q (columns: %s)", ch.References, p.Table, tbl.columnList())
+		}
+	}
+	return nil
+}
+
+// timeZone checks a pass's time_zone against its age column and the database: a zone other than
+// UTC is refused on a timestamptz column (it would change nothing there), and an IANA name must be
+// one the database knows, spelled as it spells it.
+func (c *checker) timeZone(ctx context.Context, sweep string, p Pass, age columnInfo) error {
+	switch {
+	case p.TimeZone == "" || p.TimeZone == TimeZoneUTC:
+		return nil
+	case age.kind == kindInstant:
+		c.fail(sweep, p.Name, "time_zone", "time_zone has no effect: age column %q is %s, an instant, compared with the cutoff instant whatever the zone; remove time_zone (it is for date and timestamp without time zone columns)",
+			p.AgeColumn, age.typ)
+		return nil
+	case p.TimeZone == TimeZoneDatabase:
+		return nil
+	}
+	var known bool
+	var similar []string
+	err := c.pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1),
+       ARRAY(SELECT name FROM pg_timezone_names WHERE lower(name) = lower($1) ORDER BY name LIMIT 3)`, p.TimeZone).Scan(&known, &similar)
+	if err != nil {
+		return fmt.Errorf("look up time zone %q: %w", p.TimeZone, err)
+	}
+	if !known {
+		msg := fmt.Sprintf("time_zone %q is no time zone the database knows (pg_timezone_names)", p.TimeZone)
+		if len(similar) > 0 {
+			msg += fmt.Sprintf("; did you mean %s?", strings.Join(similar, " or "))
+		} else {
+			msg += ": want UTC, database, or an IANA name such as Europe/Paris"
+		}
+		c.fail(sweep, p.Name, "time_zone", "%s", msg)
+	}
 	return nil
 }
 
@@ -193,9 +256,16 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
 	before := len(c.errs)
 	table := quoteQualified(p.Table)
+	// cutoffArgs binds the cutoff to a piece that names it.
+	cutoffArgs := func(where string) []any {
+		if _, at, _ := scanCondition(where); len(at) > 0 {
+			return []any{cutoff}
+		}
+		return nil
+	}
 	for i, g := range p.Guards {
-		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE NOT EXISTS (SELECT 1 FROM %s AS g WHERE g.%s = t.%s)",
-			table, quoteQualified(g.Table), pgx.Identifier{g.Column}.Sanitize(), pgx.Identifier{g.References}.Sanitize())
+		// The guard alone, then its where: a failure of the where points into it.
+		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, guardSQL(Guard{Table: g.Table, Column: g.Column, References: g.References}))
 		_, err := c.explain(ctx, false, q)
 		pgErr, err := pgProblem(err)
 		if err != nil {
@@ -204,26 +274,57 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		if pgErr != nil {
 			c.fail(sweep, p.Name, fmt.Sprintf("guard.%d", i), "keep guard %s.%s = %s.%s does not compile: %s",
 				g.Table, g.Column, p.Table, g.References, describePgError(pgErr, "", 0))
+			continue
+		}
+		if g.Where == "" {
+			continue
+		}
+		cond := withCutoff(g.Where)
+		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE EXISTS (SELECT 1 FROM %s AS g WHERE (", table, quoteQualified(g.Table))
+		_, err = c.explain(ctx, false, prefix+cond+"))", cutoffArgs(g.Where)...)
+		if pgErr, err = pgProblem(err); err != nil {
+			return err
+		}
+		if pgErr != nil {
+			c.fail(sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition does not compile: %s",
+				describePgError(pgErr, cond, utf8.RuneCountInString(explainPrefix+prefix)))
+		} else if err := c.volatility(ctx, sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition", p.Table,
+			fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", quoteQualified(g.Table), g.Where)); err != nil {
+			return err
+		}
+	}
+	for i, ch := range p.DeleteWith {
+		q := fmt.Sprintf("SELECT 1 FROM %s AS c WHERE c.%s IN (SELECT t.%s FROM %s AS t)",
+			quoteQualified(ch.Table), pgx.Identifier{ch.Column}.Sanitize(), pgx.Identifier{ch.References}.Sanitize(), table)
+		_, err := c.explain(ctx, false, q)
+		pgErr, err := pgProblem(err)
+		if err != nil {
+			return err
+		}
+		if pgErr != nil {
+			c.fail(sweep, p.Name, fmt.Sprintf("delete_with.%d", i), "delete_with %s.%s = %s.%s does not compile: %s",
+				ch.Table, ch.Column, p.Table, ch.References, describePgError(pgErr, "", 0))
 		}
 	}
 	if p.Where != "" {
+		cond := withCutoff(p.Where)
 		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE (", table)
-		_, err := c.explain(ctx, false, prefix+p.Where+")")
+		_, err := c.explain(ctx, false, prefix+cond+")", cutoffArgs(p.Where)...)
 		pgErr, err := pgProblem(err)
 		if err != nil {
 			return err
 		}
 		if pgErr != nil {
 			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
-				describePgError(pgErr, p.Where, utf8.RuneCountInString(explainPrefix+prefix)))
-		} else if err := c.volatility(ctx, sweep, p); err != nil {
+				describePgError(pgErr, cond, utf8.RuneCountInString(explainPrefix+prefix)))
+		} else if err := c.volatility(ctx, sweep, p.Name, "where", "the condition", p.Table, p.Where); err != nil {
 			return err
 		}
 	}
 	if len(c.errs) > before {
 		return nil // a piece that failed would fail the whole statement too: say it once
 	}
-	st := buildStatements(p)
+	st := buildStatements(p, c.ageKind(p))
 	query, args, field := st.batch, []any{cutoff, checkPlanBatchSize}, ""
 	switch p.Mode {
 	case ModeSingle:
@@ -242,11 +343,12 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 	return nil
 }
 
-// volatility refuses a where condition that calls a VOLATILE function or operator: such a call
-// can write (wipe_account in a subquery erased accounts past their grace) or change the session
-// (set_config), and would run even in a dry run's count, once per candidate row. The condition is
-// resolved in a transaction that is always rolled back.
-func (c *checker) volatility(ctx context.Context, sweep string, p Pass) error {
+// volatility refuses a where condition (what, at field) over table that calls a VOLATILE function
+// or operator: such a call can write (wipe_account in a subquery erased accounts past their grace)
+// or change the session (set_config), and would run even in a dry run's count, once per candidate
+// row. The condition is resolved in a transaction that is always rolled back; :cutoff stands as a
+// typed NULL there (a view holds no parameter), which calls nothing.
+func (c *checker) volatility(ctx context.Context, sweep, pass, field, what, table, condition string) error {
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -256,16 +358,16 @@ func (c *checker) volatility(ctx context.Context, sweep string, p Pass) error {
 		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
 		return fmt.Errorf("set timeouts: %w", err)
 	}
-	calls, err := volatileCalls(ctx, tx, p.Table, p.Where)
+	calls, err := volatileCalls(ctx, tx, table, substituteCutoff(condition, cutoffConst))
 	pgErr, err := pgProblem(err)
 	switch {
 	case err != nil:
 		return err
 	case pgErr != nil:
-		c.fail(sweep, p.Name, "where", "the condition's functions could not be read: %s", describePgError(pgErr, "", 0))
+		c.fail(sweep, pass, field, "%s's functions could not be read: %s", what, describePgError(pgErr, "", 0))
 	case len(calls) > 0:
-		c.fail(sweep, p.Name, "where", "the condition calls VOLATILE %s: a condition may call only IMMUTABLE or STABLE functions, since it runs once per candidate row, in dry runs too, and could write or change the session",
-			strings.Join(calls, ", "))
+		c.fail(sweep, pass, field, "%s calls VOLATILE %s: a condition may call only IMMUTABLE or STABLE functions, since it runs once per candidate row, in dry runs too, and could write or change the session",
+			what, strings.Join(calls, ", "))
 	}
 	return nil
 }
@@ -282,7 +384,7 @@ func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time
 	if p.Mode == ModePartitions && p.Boundary == BoundaryKeep {
 		return nil // no batch ever runs: whole partitions go, by the catalog
 	}
-	raw, err := c.explain(ctx, true, buildStatements(p).probe, cutoff, checkPlanBatchSize)
+	raw, err := c.explain(ctx, true, buildStatements(p, c.ageKind(p)).probe, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return err
 	} else if pgErr != nil {
@@ -295,29 +397,17 @@ func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time
 	}
 	var missing []unindexed
 	if !indexed {
-		fix, err := c.indexFor(ctx, p.Table, p.AgeColumn, p.Where)
+		fix, err := c.indexFor(ctx, p.Table, p.AgeColumn, p.Where, "t")
 		if err != nil {
 			return err
 		}
 		missing = append(missing, unindexed{fmt.Sprintf("no index serves the batch select, so every batch would read all of table %q", p.Table), fix})
 	}
-	for _, g := range p.Guards {
-		// Each batch looks every candidate up in the guard table. The plan cannot tell such a
-		// lookup from a full read of a composite index whose second column is the guard's (an
-		// Index Cond either way), so the catalog is asked instead.
-		ok, err := c.leadingIndex(ctx, g.Table, g.Column)
-		if err != nil {
-			return err
-		}
-		if ok {
-			continue
-		}
-		fix, err := c.indexFor(ctx, g.Table, g.Column, "")
-		if err != nil {
-			return err
-		}
-		missing = append(missing, unindexed{fmt.Sprintf("no index serves the keep guard on %s.%s, so every batch would read all of table %q", g.Table, g.Column, g.Table), fix})
+	lookups, err := c.lookups(ctx, p, cutoff)
+	if err != nil {
+		return err
 	}
+	missing = append(missing, lookups...)
 	// Each message ends with the statement that fixes it, ready to copy.
 	for _, m := range missing {
 		if p.AllowUnindexed {
@@ -390,7 +480,8 @@ func (c *checker) columns(ctx context.Context, oid uint32) ([]columnInfo, error)
 	rows, err := c.pool.Query(ctx, `
 SELECT a.attname, format_type(a.atttypid, a.atttypmod),
        (CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END)
-         IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype)
+         IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype),
+       format_type(CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END, NULL)
 FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, oid)
@@ -399,7 +490,9 @@ ORDER BY a.attnum`, oid)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (columnInfo, error) {
 		var ci columnInfo
-		err := r.Scan(&ci.name, &ci.typ, &ci.temporal)
+		var base string
+		err := r.Scan(&ci.name, &ci.typ, &ci.temporal, &base)
+		ci.kind = kindOf(base)
 		return ci, err
 	})
 }
@@ -504,7 +597,7 @@ func describePgError(e *pgconn.PgError, condition string, offset int) string {
 		msg += "; hint: " + e.Hint
 	}
 	if e.Code == "42501" {
-		msg += "; the API's database role needs SELECT, UPDATE and DELETE on the swept table (UPDATE for FOR UPDATE), and SELECT on guard tables"
+		msg += "; the API's database role needs SELECT, UPDATE and DELETE on the swept table (UPDATE for FOR UPDATE), SELECT on guard tables, and SELECT and DELETE on delete_with tables"
 	}
 	return msg
 }
@@ -527,9 +620,20 @@ func relkindName(kind string) string {
 	return "a relation of kind " + kind
 }
 
+// ageKind is the kind of p's age column as the catalog step read it.
+func (c *checker) ageKind(p Pass) ageKind {
+	if t, ok := c.tables[p.Table]; ok {
+		if col, ok := t.column(p.AgeColumn); ok {
+			return col.kind
+		}
+	}
+	return kindInstant
+}
+
 // indexFor writes the CREATE INDEX CONCURRENTLY that would serve a select on table by column,
-// made partial by the parts of where that can stand in an index predicate.
-func (c *checker) indexFor(ctx context.Context, table, column, where string) (string, error) {
+// made partial by the parts of where, a condition over alias, that can stand in an index
+// predicate.
+func (c *checker) indexFor(ctx context.Context, table, column, where, alias string) (string, error) {
 	var quoted []string
 	for _, name := range append(strings.Split(table, "."), column) {
 		var q string
@@ -542,7 +646,7 @@ func (c *checker) indexFor(ctx context.Context, table, column, where string) (st
 	}
 	n := len(quoted)
 	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s)", strings.Join(quoted[:n-1], "."), quoted[n-1])
-	pred, complete := partialPredicate(where)
+	pred, complete := partialPredicate(where, alias)
 	if pred != "" {
 		stmt += " WHERE " + pred
 	}

@@ -6,15 +6,19 @@
 //
 //	sweep.go        the types: Spec, Pass, Guard, Mode, Settings, Options
 //	validate.go     validatePass, the one check of a pass's rules; Validate and WithRetention
-//	condition.go    the lexer of where conditions, and the partial-index predicate built from one
+//	condition.go    the lexer of where conditions, the named cutoff, and the partial-index predicate built from one
+//	cutoff.go       the age test: expiry, time zones, the comparison per age column type, learned per run
 //	policy.go       Policy, PolicyError, LoadPolicy (policy files and the bundled catalog.yaml)
 //	loader.go       the YAML walk behind LoadPolicy, with a line for every message
 //	schema.go       Policy.Check: the policy against the live schema, indexes included
+//	foreignkey.go   Policy.Check's foreign keys and keep guards: every non-cascading foreign key covered,
+//	                every guard's and child's lookup index-served
 //	explain.go      EXPLAIN in a read-only transaction, and the readers of its plans
 //	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
 //	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
 //	sql.go          the statements of a pass
 //	archive.go      archive_to: the move statements, the columns a run reads, the policy check
+//	deletewith.go   delete_with: the children deleted in the same statement as their parents
 //	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
 //
 // The answers the API serves are the types of package wire.
@@ -63,11 +67,25 @@ type Spec struct {
 }
 
 // Guard keeps a row while another table still references it:
-// NOT EXISTS (SELECT 1 FROM <Table> WHERE <Table>.<Column> = t.<References>).
+// NOT EXISTS (SELECT 1 FROM <Table> AS g WHERE g.<Column> = t.<References> [AND (<Where>)]).
 type Guard struct {
 	Table  string `json:"table"`
 	Column string `json:"column"`
 	// References is the swept table's column the guard column holds; "id" when empty.
+	References string `json:"references"`
+	// Where narrows the referencing rows that keep a row (g.state = 'reserved'): SQL over alias g
+	// (and t, the swept row), checked as a pass's Where is. Empty: any reference keeps it.
+	Where string `json:"where,omitempty"`
+}
+
+// Child is a table whose rows go with their parent: the rows whose Column holds a deleted row's
+// References are deleted in the same statement as it (delete_with), so that a foreign key without
+// ON DELETE CASCADE never fails the batch and no parent is ever gone without its children, nor
+// the other way round.
+type Child struct {
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	// References is the swept table's column the child column holds; "id" when empty.
 	References string `json:"references"`
 }
 
@@ -78,9 +96,18 @@ type Pass struct {
 	Table     string        `json:"table"`
 	AgeColumn string        `json:"ageColumn"`
 	Retention time.Duration `json:"-"`
+	// Expiry says the age column holds when the row expires rather than when it was made: the
+	// retention is then the grace after it, and may be zero.
+	Expiry bool `json:"expiry,omitempty"`
+	// TimeZone is the zone whose calendar and wall clock a date or timestamp-without-time-zone age
+	// column is read in: TimeZoneUTC (the default), TimeZoneDatabase (the session's TimeZone) or
+	// an IANA name. It does not apply to a timestamptz column. See cutoff.go.
+	TimeZone string `json:"timeZone,omitempty"`
 	// Where is an extra SQL condition over the table's columns (unqualified, or qualified as t.col).
 	Where  string  `json:"where,omitempty"`
 	Guards []Guard `json:"guards,omitempty"`
+	// DeleteWith are the children deleted in the same statement as each batch of rows.
+	DeleteWith []Child `json:"deleteWith,omitempty"`
 	// Mode is how the pass deletes; empty means ModeBatched (normalized once, by normalize).
 	Mode Mode `json:"mode"`
 	// Function is called with the key of each eligible row in per-row mode.
@@ -90,6 +117,9 @@ type Pass struct {
 	// BatchSize and MaxBatches override the runner's settings for this pass when > 0.
 	BatchSize  int `json:"batchSize,omitempty"`
 	MaxBatches int `json:"maxBatches,omitempty"`
+	// MaxRows caps the rows one run deletes from the table when > 0 (batched mode): the last batch
+	// shrinks to what is left of it, whatever size adaptive sizing has reached.
+	MaxRows int `json:"maxRows,omitempty"`
 	// AllowUnindexed accepts a pass whose batch select no index can serve (a small table); the
 	// policy check refuses such a pass otherwise, since each batch would scan the whole table.
 	AllowUnindexed bool `json:"allowUnindexed,omitempty"`
@@ -140,13 +170,17 @@ func CatalogPass(p Pass) wire.CatalogPass {
 	out := wire.CatalogPass{
 		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn,
 		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
-		Where: p.Where, Guards: []wire.CatalogGuard{}, Function: p.Function, KeyColumn: p.KeyColumn,
-		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, AllowUnindexed: p.AllowUnindexed,
+		Expiry: p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
+		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,
+		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, MaxRows: p.MaxRows, AllowUnindexed: p.AllowUnindexed,
 		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
 		ArchiveTo: p.ArchiveTo,
 	}
 	for _, g := range p.Guards {
-		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id")})
+		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id"), Where: g.Where})
+	}
+	for _, c := range p.DeleteWith {
+		out.DeleteWith = append(out.DeleteWith, wire.CatalogChild{Table: c.Table, Column: c.Column, References: cmp.Or(c.References, "id")})
 	}
 	return out
 }

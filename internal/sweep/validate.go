@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -53,8 +54,13 @@ func validatePass(p Pass) []problem {
 	} else if err := checkColumnName(p.AgeColumn); err != nil {
 		add("age_column", "age_column %q: %v", p.AgeColumn, err)
 	}
-	if msg := checkRetention(p.Retention, p.AllowShortRetention); msg != "" {
+	if p.Expiry && p.AllowShortRetention {
+		add("allow_short_retention", "allow_short_retention has no effect with expiry: true (an expiry's grace may be anything from 0s): remove it")
+	} else if msg := checkRetention(p.Retention, p.AllowShortRetention, p.Expiry); msg != "" {
 		add("retention", "%s", msg)
+	}
+	if msg := checkTimeZone(p.TimeZone); msg != "" {
+		add("time_zone", "%s", msg)
 	}
 	if strings.TrimSpace(p.Where) != "" {
 		for _, problem := range checkCondition(p.Where) {
@@ -74,7 +80,13 @@ func validatePass(p Pass) []problem {
 				add(field+".references", "keep guard references %q: %v", g.References, err)
 			}
 		}
+		if g.Where != "" {
+			for _, problem := range checkCondition(g.Where) {
+				add(field+".where", "keep guard where: %s", problem)
+			}
+		}
 	}
+	out = append(out, validateChildren(p)...)
 	mode := p.Mode
 	switch mode {
 	case "":
@@ -91,6 +103,12 @@ func validatePass(p Pass) []problem {
 		}
 		if len(p.Guards) > 0 {
 			add("keep_while_referenced_by", "keep guards are not for mode partitions: a dropped partition takes every row in it")
+		}
+		if len(p.DeleteWith) > 0 {
+			add("delete_with", "delete_with is not for mode partitions: a dropped partition's rows go without their children")
+		}
+		if p.TimeZone != "" && p.TimeZone != TimeZoneUTC {
+			add("time_zone", "time_zone is not for mode partitions: partitions expire by their bounds on the UTC calendar, and the boundary's rows must go by the same one")
 		}
 	} else {
 		if p.KeepDetached {
@@ -138,7 +156,69 @@ func validatePass(p Pass) []problem {
 			add("archive_to", "%s", msg)
 		}
 	}
+	if p.MaxRows != 0 {
+		if msg := checkMaxRows(mode, p.MaxRows); msg != "" {
+			add("max_rows", "%s", msg)
+		}
+	}
+	if mode == ModePerRow && len(p.DeleteWith) > 0 {
+		add("delete_with", "delete_with has no effect in mode per-row: the function deletes; delete the children in it, or use mode batched")
+	}
+	if p.ArchiveTo != "" && len(p.DeleteWith) > 0 {
+		add("archive_to", "archive_to and delete_with together are refused: the children would be deleted without being archived; archive the children in a pass of their own, before this one")
+	}
 	return out
+}
+
+// validateChildren checks a pass's delete_with entries: names, no child twice, and none that an
+// unconditional keep guard on the same reference makes pointless.
+func validateChildren(p Pass) []problem {
+	var out []problem
+	add := func(field, format string, args ...any) {
+		out = append(out, problem{field: field, msg: fmt.Sprintf(format, args...)})
+	}
+	seen := map[[2]string]int{}
+	for i, c := range p.DeleteWith {
+		field := fmt.Sprintf("delete_with.%d", i)
+		if err := checkRelationName(c.Table); err != nil {
+			add(field+".table", "delete_with table %q: %v", c.Table, err)
+		}
+		if err := checkColumnName(c.Column); err != nil {
+			add(field+".column", "delete_with column %q: %v", c.Column, err)
+		}
+		if c.References != "" {
+			if err := checkColumnName(c.References); err != nil {
+				add(field+".references", "delete_with references %q: %v", c.References, err)
+			}
+		}
+		key := [2]string{c.Table, c.Column}
+		if j, dup := seen[key]; dup {
+			add(field, "delete_with names %s.%s twice (entries %d and %d): keep one", c.Table, c.Column, j+1, i+1)
+		}
+		seen[key] = i
+		for gi, g := range p.Guards {
+			if g.Where == "" && g.Table == c.Table && g.Column == c.Column && cmp.Or(g.References, "id") == cmp.Or(c.References, "id") {
+				add(field, "keep guard %d keeps every row that %s.%s references, so delete_with would never delete one of its children: give the guard a where (keep only while a child is in some state), or remove one of them",
+					gi+1, c.Table, c.Column)
+			}
+		}
+	}
+	return out
+}
+
+// checkMaxRows says why a pass's max_rows is refused, or "" when it is not, as checkBatchSize.
+func checkMaxRows(mode Mode, v int) string {
+	switch {
+	case mode == ModeSingle:
+		return "max_rows has no effect in mode single (one statement deletes every eligible row): remove it, or use mode batched"
+	case mode == ModePerRow:
+		return "max_rows has no effect in mode per-row (one row per call): cap the calls with max_batches"
+	case mode == ModePartitions:
+		return "max_rows is not for mode partitions: a dropped partition takes every row in it, whatever the cap; cap the drops with max_batches"
+	case v < 1:
+		return fmt.Sprintf("max_rows %d must be at least 1, or leave it out for no cap", v)
+	}
+	return ""
 }
 
 // checkBatchSize says why a pass's batch_size is refused, or "" when it is not. In a Pass, 0
@@ -173,15 +253,23 @@ func modeBatching(m Mode) string {
 }
 
 // checkRetention says why a retention window is refused, or "" when it is not; short says the
-// pass allows short retention.
-func checkRetention(d time.Duration, short bool) string {
+// pass allows short retention, expiry that its age column holds when a row expires, which makes
+// the retention a grace after it: any grace from zero up is sound, since the column itself says
+// when the row may go.
+func checkRetention(d time.Duration, short, expiry bool) string {
+	if expiry {
+		if d < 0 {
+			return fmt.Sprintf("retention %s is negative: with expiry: true the retention is the grace after each row's expiry, and a negative one would delete rows before they expire; want 0s or more", formatDuration(d))
+		}
+		return ""
+	}
 	floor := "the floor of " + formatDuration(MinRetention)
 	if short {
 		floor = "the floor of " + formatDuration(MinShortRetention) + " (allow_short_retention)"
 	}
 	switch {
 	case d == 0:
-		return fmt.Sprintf("retention 0 is below %s: a zero window makes every row eligible and would delete live data", floor)
+		return fmt.Sprintf("retention 0 is below %s: a zero window makes every row eligible and would delete live data (if age_column holds when each row expires, say expiry: true, and retention is the grace after it)", floor)
 	case d < 0:
 		return fmt.Sprintf("retention %s is below %s: a negative window puts the cutoff in the future and would delete live data", formatDuration(d), floor)
 	case short && d < MinShortRetention:
@@ -236,9 +324,10 @@ func validateSpecs(specs []Spec) []problem {
 }
 
 // Validate checks specs for what would make a sweep unsafe or unservable: names that are not
-// URL-safe or not unique, a retention below MinRetention, a missing table or age column, fields
-// that do not fit the pass's mode, a where condition that is not one boolean expression. It
-// reports every problem at once, each a *PolicyError without a file.
+// URL-safe or not unique, a retention below MinRetention (or a negative grace after an expiry), a
+// missing table or age column, fields that do not fit the pass's mode, a where condition (a keep
+// guard's too) that is not one boolean expression, a time zone that is no zone name, a child
+// listed twice. It reports every problem at once, each a *PolicyError without a file.
 func Validate(specs []Spec) error {
 	var errs []error
 	for _, pr := range validateSpecs(specs) {
@@ -247,8 +336,8 @@ func Validate(specs []Spec) error {
 	return errors.Join(errs...)
 }
 
-// normalize returns a copy of specs with the defaults spelled out: an empty mode is batched, a
-// keep guard's empty references is id. Everything downstream (the statements, the catalog answer,
+// normalize returns a copy of specs with the defaults spelled out: an empty mode is batched, an
+// empty time zone UTC, a keep guard's or child's empty references id. Everything downstream (the statements, the catalog answer,
 // the policy check) reads the normalized form, so the defaults live here alone.
 func normalize(specs []Spec) []Spec {
 	out := make([]Spec, len(specs))
@@ -259,6 +348,9 @@ func normalize(specs []Spec) []Spec {
 			if p.Mode == "" {
 				p.Mode = ModeBatched
 			}
+			if p.TimeZone == "" {
+				p.TimeZone = TimeZoneUTC
+			}
 			if p.Mode == ModePartitions && p.Boundary == "" {
 				p.Boundary = BoundaryDelete
 			}
@@ -266,6 +358,12 @@ func normalize(specs []Spec) []Spec {
 			for k := range p.Guards {
 				if p.Guards[k].References == "" {
 					p.Guards[k].References = "id"
+				}
+			}
+			p.DeleteWith = slices.Clone(p.DeleteWith)
+			for k := range p.DeleteWith {
+				if p.DeleteWith[k].References == "" {
+					p.DeleteWith[k].References = "id"
 				}
 			}
 		}

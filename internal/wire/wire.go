@@ -79,8 +79,10 @@ type ErrorInfo struct {
 
 // PassResult is what one pass did in one run.
 type PassResult struct {
-	Pass    string `json:"pass"`
-	Deleted int64  `json:"deleted"`
+	Pass string `json:"pass"`
+	// Deleted counts the rows of the pass's own table; the children deleted with them are in
+	// Children.
+	Deleted int64 `json:"deleted"`
 	// Archived is the rows moved to the pass's archive_to table, in the statements that deleted
 	// them: equal to Deleted for a pass that archives, 0 for one that does not.
 	Archived   int64      `json:"archived"`
@@ -91,6 +93,17 @@ type PassResult struct {
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
 	// ThrottledMs is the time the pass spent waiting for standbys to catch up (MAX_REPLICA_LAG).
 	ThrottledMs int64 `json:"throttledMs"`
+	// Children are the rows of each delete_with table deleted with the pass's rows, in policy
+	// order; absent for a pass without delete_with.
+	Children []ChildRows `json:"children,omitempty"`
+}
+
+// ChildRows counts the rows of one delete_with child table: deleted with their parents in a run,
+// or that would be in a dry run.
+type ChildRows struct {
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	Rows   int64  `json:"rows"`
 }
 
 // Result is the answer of one run of POST /internal/sweep-<name>.
@@ -125,6 +138,10 @@ type DryRunPass struct {
 	CountTimedOut bool   `json:"countTimedOut"`
 	// Indexed reports whether an index can serve the batch select.
 	Indexed bool `json:"indexed"`
+	// Children are the rows of each delete_with table that would go with the eligible rows, in
+	// policy order, counted in the same statement as Eligible; absent for a pass without
+	// delete_with, and when the count timed out.
+	Children []ChildRows `json:"children,omitempty"`
 	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
 	// Estimate then count the boundary rows the batches would delete.
 	Partitions []DryRunPartition `json:"partitions,omitempty"`
@@ -206,15 +223,23 @@ type CatalogPass struct {
 	Mode      string `json:"mode"`
 	AgeColumn string `json:"ageColumn"`
 	// Retention is a Go duration ("720h0m0s"); RetentionSeconds the same as a number.
-	Retention        string         `json:"retention"`
-	RetentionSeconds int64          `json:"retentionSeconds"`
-	Where            string         `json:"where"`
-	Guards           []CatalogGuard `json:"guards"`
-	Function         string         `json:"function,omitempty"`
-	KeyColumn        string         `json:"keyColumn,omitempty"`
-	BatchSize        int            `json:"batchSize,omitempty"`
-	MaxBatches       int            `json:"maxBatches,omitempty"`
-	AllowUnindexed   bool           `json:"allowUnindexed"`
+	Retention        string `json:"retention"`
+	RetentionSeconds int64  `json:"retentionSeconds"`
+	// Expiry: the age column holds when a row expires, and the retention is the grace after it.
+	Expiry bool `json:"expiry"`
+	// TimeZone is the zone a date or timestamp (without time zone) age column is read in: UTC,
+	// database or an IANA name.
+	TimeZone   string         `json:"timeZone"`
+	Where      string         `json:"where"`
+	Guards     []CatalogGuard `json:"guards"`
+	DeleteWith []CatalogChild `json:"deleteWith"`
+	Function   string         `json:"function,omitempty"`
+	KeyColumn  string         `json:"keyColumn,omitempty"`
+	BatchSize  int            `json:"batchSize,omitempty"`
+	MaxBatches int            `json:"maxBatches,omitempty"`
+	// MaxRows caps the rows one run deletes in this pass.
+	MaxRows        int  `json:"maxRows,omitempty"`
+	AllowUnindexed bool `json:"allowUnindexed"`
 	// AllowShortRetention: the pass may keep rows for less than an hour (down to a minute).
 	AllowShortRetention bool `json:"allowShortRetention"`
 	// KeepDetached and Boundary are a partitions-mode pass's choices.
@@ -224,8 +249,18 @@ type CatalogPass struct {
 	ArchiveTo string `json:"archiveTo,omitempty"`
 }
 
-// CatalogGuard is a keep guard: a row stays while <table>.<column> references its <references>.
+// CatalogGuard is a keep guard: a row stays while a row of <table> for which <where> holds (any
+// row, when where is empty) references its <references> by <column>.
 type CatalogGuard struct {
+	Table      string `json:"table"`
+	Column     string `json:"column"`
+	References string `json:"references"`
+	Where      string `json:"where,omitempty"`
+}
+
+// CatalogChild is a delete_with child: the rows of <table> whose <column> holds a deleted row's
+// <references> are deleted in the same statement.
+type CatalogChild struct {
 	Table      string `json:"table"`
 	Column     string `json:"column"`
 	References string `json:"references"`
