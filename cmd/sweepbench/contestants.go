@@ -18,6 +18,8 @@ type batch struct {
 	size int
 	rows int64
 	took time.Duration
+	// partition names the partition a partitions-mode pass dropped in this step (rows unknown).
+	partition string
 }
 
 // outcome is what one contestant did on its copy of the table.
@@ -33,6 +35,9 @@ type outcome struct {
 	serverTime time.Duration
 	// peakRSS is the API process's VmHWM in bytes (C only).
 	peakRSS int64
+	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
+	throttled  time.Duration
+	partitions int64
 	fg      []time.Duration
 	// wal is the bytes of WAL written during the window.
 	wal int64

@@ -14,7 +14,13 @@
 //
 // A foreground workload (inserting notifications and marking fresh ones read) runs alone first,
 // as the idle baseline, and then during each contestant, recording its latency.
-// BENCH_SCALE=1 adds the scale run: the rail's per-batch cost at 1M and at 5M rows.
+//
+// Then the replica-lag run (issue 20, replica.go): a streaming standby of the cluster, healthy
+// and then slowed on purpose, and how far behind A, C and C with MAX_REPLICA_LAG=1s leave it.
+//
+// BENCH_SCALE=1 runs the scale run instead: the rail's per-batch cost at 1M and at 5M rows.
+// BENCH_PARTITIONS=1 runs the partitions run instead (issue 17, partitions.go): retention by
+// dropping whole partitions, the rail against pg_partman and against batched deletes.
 //
 // Environment:
 //
@@ -23,6 +29,10 @@
 //	BENCH_ROWS          rows seeded into notifications (default 1000000)
 //	BENCH_ROUNDS        rounds of the side-by-side run, reported as medians (default 3)
 //	BENCH_SCALE         1 to run the scale run instead of the side-by-side one (default 0)
+//	BENCH_REPLICA       1: the side-by-side run, then the replica-lag run (default); 0: the
+//	                    side-by-side run alone; only: the replica-lag run alone
+//	BENCH_PARTITIONS    1 to run the partitions run instead of the side-by-side one (default 0)
+//	BENCH_PARTITION_ROWS rows of the partitions run's table (default 10000000)
 //	BENCH_BIN           the folder holding the api and sweepcron binaries (default bin)
 //	BENCH_VARIANT_ENV   "KEY=VALUE …": adds C′, the rail with these API settings, to every round
 //	BENCH_VARIANT_BIN   a folder with another build of api: adds C′ running it (with
@@ -66,7 +76,19 @@ type settings struct {
 	// API, run in every round next to C: how a proposed default or engine change is measured.
 	variantEnv []string
 	variantBin string
+	// replica is BENCH_REPLICA: replicaOn, replicaOff or replicaOnly.
+	replica string
+	// partitions runs the partitions run, on a table of partitionRows rows.
+	partitions    bool
+	partitionRows int
 }
+
+// The values of BENCH_REPLICA.
+const (
+	replicaOn   = "1"
+	replicaOff  = "0"
+	replicaOnly = "only"
+)
 
 // The sizes of the scale run: the issue's "per-batch cost at 1M and at 5M rows".
 const (
@@ -82,6 +104,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 		out:         "docs/BENCHMARKS.md",
 		command:     "make bench",
 		rounds:      3,
+		replica:     replicaOn,
+		// The issue's size: 10M rows over 100 daily partitions.
+		partitionRows: 10_000_000,
 	}
 	if s.databaseURL == "" {
 		return s, fmt.Errorf("BENCH_DATABASE_URL is required: the bench cluster's URL (make bench starts one)")
@@ -119,6 +144,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 	default:
 		return s, fmt.Errorf("BENCH_SCALE=%q: want 0 or 1", v)
 	}
+	if err := loadRunSettings(environ, &s); err != nil {
+		return s, err
+	}
 	for key, dst := range map[string]*string{"BENCH_BIN": &s.binDir, "BENCH_OUT": &s.out, "BENCH_COMMAND": &s.command} {
 		if v, ok := environ[key]; ok {
 			if v == "" {
@@ -146,28 +174,54 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 	}
 	defer b.close()
 
-	var section, marker string
-	if s.scale {
+	// Each section is written as soon as its run ends, so that a later run's failure keeps it.
+	emit := func(section, marker string) error {
+		fmt.Fprintln(stdout, section)
+		if s.out == "-" {
+			return nil
+		}
+		if err := updateReport(s.out, marker, section); err != nil {
+			return err
+		}
+		b.logf("wrote %s", s.out)
+		return nil
+	}
+	switch {
+	case s.scale:
 		res, err := b.scaleRun(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderScale(b.machine, s, res), scaleMarker
-	} else {
+		return emit(renderScale(b.machine, s, res), scaleMarker)
+	case s.partitions:
+		res, err := b.partitionsRun(ctx)
+		if err != nil {
+			return err
+		}
+		res.elapsed = time.Since(began)
+		return emit(renderPartitions(b.machine, s, res), partitionsMarker)
+	}
+	if s.replica != replicaOnly {
 		res, err := b.sideBySide(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderSideBySide(b.machine, s, res), sideMarker
-	}
-	fmt.Fprintln(stdout, section)
-	if s.out != "-" {
-		if err := updateReport(s.out, marker, section); err != nil {
+		if err := emit(renderSideBySide(b.machine, s, res), sideMarker); err != nil {
 			return err
 		}
-		b.logf("wrote %s", s.out)
+	}
+	if s.replica != replicaOff {
+		from := time.Now()
+		res, err := b.replicaRun(ctx)
+		if err != nil {
+			return err
+		}
+		res.elapsed = time.Since(from)
+		if err := emit(renderReplica(b.machine, s, res), replicaMarker); err != nil {
+			return err
+		}
 	}
 	return nil
 }
