@@ -38,7 +38,7 @@ type outcome struct {
 	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
 	throttled  time.Duration
 	partitions int64
-	fg      []time.Duration
+	fg         []time.Duration
 	// wal is the bytes of WAL written during the window.
 	wal int64
 	// foreign is the share of the machine's CPU that other tenants used during the window.
