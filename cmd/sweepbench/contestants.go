@@ -35,14 +35,15 @@ type outcome struct {
 	serverTime time.Duration
 	// peakRSS is the API process's VmHWM in bytes (C only).
 	peakRSS int64
-	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
-	throttled  time.Duration
-	partitions int64
-	fg         []time.Duration
+	fg      []time.Duration
 	// wal is the bytes of WAL written during the window.
 	wal int64
 	// foreign is the share of the machine's CPU that other tenants used during the window.
 	foreign float64
+
+	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
+	throttled  time.Duration
+	partitions int64
 }
 
 func (o outcome) rowsPerSec() float64 { return float64(o.deleted) / o.elapsed.Seconds() }
