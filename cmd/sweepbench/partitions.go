@@ -400,7 +400,7 @@ func (b *bench) partitionsRun(ctx context.Context) (partitionsResult, error) {
 		return res, err
 	}
 	contestants := b.partContestants(policy)
-	for n := 1; res.clean() < b.s.rounds && n <= maxRoundsFactor*b.s.rounds; n++ {
+	for n := 1; res.clean() < b.s.rounds && n <= b.roundsCap(); n++ {
 		if n > b.s.rounds && time.Since(b.began) > roundsBudget+res.seeded {
 			b.logf("partitions: %s spent: no more rounds", roundsBudget)
 			break
@@ -487,8 +487,12 @@ func (b *bench) measurePartitions(ctx context.Context, c partContestant, tpl par
 	}
 	switch {
 	case left != keep:
-		return po, fmt.Errorf("%d rows left, but the oracle keeps %d (the rows at or after %s; cutoff %s): %d too many gone",
-			left, keep, from.Format(time.RFC3339Nano), po.cutoff.Format(time.RFC3339Nano), keep-left)
+		what := fmt.Sprintf("%d too many gone", keep-left)
+		if left > keep {
+			what = fmt.Sprintf("%d left that should be gone", left-keep)
+		}
+		return po, fmt.Errorf("%d rows left, but the oracle keeps %d (the rows at or after %s; cutoff %s): %s",
+			left, keep, from.Format(time.RFC3339Nano), po.cutoff.Format(time.RFC3339Nano), what)
 	case oldest != nil && oldest.Before(from):
 		return po, fmt.Errorf("a row of %s is left, before %s, the oldest the oracle keeps", oldest.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
 	case po.dropped != po.wantDropped:
@@ -518,4 +522,13 @@ func (b *bench) countFrom(ctx context.Context, tpl string, from time.Time) (int6
 // (the last one takes the remainder, and is never among the dropped).
 func rowsIn(tpl partTemplate, n int) int64 {
 	return int64(n) * (tpl.rows / partDays)
+}
+
+// roundsCap is how many rounds the replica-lag and partitions runs may take, disturbed ones
+// included.
+func (b *bench) roundsCap() int {
+	if b.s.roundsCap > 0 {
+		return b.s.roundsCap
+	}
+	return maxRoundsFactor * b.s.rounds
 }

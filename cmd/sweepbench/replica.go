@@ -142,7 +142,7 @@ func (b *bench) replicaRun(ctx context.Context) (replicaResult, error) {
 	}
 	b.logf("replica: standby %s streaming on %s", sb.name, sb.url)
 	contestants := b.lagContestants()
-	for n := 1; res.clean() < b.s.rounds && n <= maxRoundsFactor*b.s.rounds; n++ {
+	for n := 1; res.clean() < b.s.rounds && n <= b.roundsCap(); n++ {
 		if n > b.s.rounds && time.Since(began) > lagRoundsBudget {
 			b.logf("replica: %s spent: no more rounds", lagRoundsBudget)
 			break
