@@ -203,7 +203,13 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 			return err
 		}
 		res.elapsed = time.Since(began)
-		return emit(renderPartitions(b.machine, s, res), partitionsMarker)
+		if err := emit(renderPartitions(b.machine, s, res), partitionsMarker); err != nil {
+			return err
+		}
+		if bad := res.inexact(); len(bad) > 0 {
+			return fmt.Errorf("the partitions run's exactness check failed (the report says where):\n%s", strings.Join(bad, "\n"))
+		}
+		return nil
 	}
 	if s.replica != replicaOnly {
 		res, err := b.sideBySide(ctx)

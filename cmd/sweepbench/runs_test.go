@@ -114,6 +114,9 @@ func TestRuns(t *testing.T) {
 			case "B":
 				wantDropped, maxGone = 0, maxGone+perDay
 			}
+			if o.inexact != "" {
+				t.Errorf("%s: not exact: %s", o.key, o.inexact)
+			}
 			if o.dropped != wantDropped || o.gone < minGone || o.gone > maxGone || o.gone != o.want {
 				t.Errorf("%s: %d partitions and %d rows gone (oracle %d); want %d partitions and %d..%d rows",
 					o.key, o.dropped, o.gone, o.want, wantDropped, minGone, maxGone)
