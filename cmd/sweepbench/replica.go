@@ -34,7 +34,7 @@ const (
 	// lagCatchUp bounds the wait for the standby to replay a contestant's WAL after its window.
 	lagCatchUp = 5 * time.Minute
 	// lagRoundsBudget stops adding rounds to the replica run after this long.
-	lagRoundsBudget = 6 * time.Minute
+	lagRoundsBudget = 3 * time.Minute
 )
 
 // lagOutcome is one contestant against one state of the standby.
