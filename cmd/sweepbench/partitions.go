@@ -107,8 +107,6 @@ type partOutcome struct {
 	inexact string
 }
 
-func (o partOutcome) goneRate() float64 { return float64(o.gone) / o.elapsed.Seconds() }
-
 // partRound is each contestant once.
 type partRound struct {
 	n        int

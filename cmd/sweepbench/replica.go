@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,6 +138,10 @@ func (b *bench) replicaRun(ctx context.Context) (replicaResult, error) {
 		return res, err
 	}
 	defer sb.stop()
+	// The standby's replay is the bench's own work: its CPU must not count as another tenant's.
+	roots := b.cpu.roots
+	b.cpu.roots = append(slices.Clone(roots), sb.postmaster)
+	defer func() { b.cpu.roots = roots }()
 	if err := sb.ctl.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&res.standbyPG); err != nil {
 		return res, err
 	}

@@ -32,6 +32,9 @@ type standby struct {
 	bindir  string
 	// ctl is a connection to the standby, for pausing and resuming its replay.
 	ctl *pgx.Conn
+	// postmaster is the standby's postmaster's pid: pg_ctl detaches it from the bench, so the
+	// CPU meter must be told that its replay is the bench's own work, not another tenant's.
+	postmaster int
 }
 
 // standbyStatusInterval is the standby's wal_receiver_status_interval. While WAL flows the
@@ -56,6 +59,9 @@ func startStandby(ctx context.Context, primaryURL string) (s *standby, err error
 	}
 	dir, err := ownedTempDir("sweepbench-standby-")
 	if err != nil {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
 		return nil, err
 	}
 	s = &standby{name: fmt.Sprintf("sweepbench_standby_%d", os.Getpid()), primary: primaryURL, dir: dir, bindir: bindir}
@@ -113,6 +119,15 @@ func startStandby(ctx context.Context, primaryURL string) (s *standby, err error
 	s.url = su.String()
 	if s.ctl, err = pgx.Connect(ctx, s.url); err != nil {
 		return s, fmt.Errorf("connect to the standby: %w", err)
+	}
+	// The first line of postmaster.pid is the postmaster's pid.
+	pidFile, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return s, fmt.Errorf("read the standby's pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(pidFile), "\n")
+	if s.postmaster, err = strconv.Atoi(strings.TrimSpace(first)); err != nil {
+		return s, fmt.Errorf("the standby's postmaster.pid: %w", err)
 	}
 	// Streaming, and the primary has had its first status message: until then it does not know
 	// the standby's replay position (NULL), and neither a throttle nor a watch can measure it.

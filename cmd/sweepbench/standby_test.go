@@ -54,6 +54,20 @@ func TestStandby(t *testing.T) {
 		}
 	}
 
+	t.Run("its postmaster is known, for the CPU meter", func(t *testing.T) {
+		procs, err := readProcs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := sb.ctl.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := procs[sb.postmaster]; !ok || procs[pid].ppid != sb.postmaster {
+			t.Errorf("postmaster %d; the standby backend %d's parent is %d", sb.postmaster, pid, procs[pid].ppid)
+		}
+	})
+
 	t.Run("a pause holds replay while WAL still arrives; resume catches up", func(t *testing.T) {
 		if err := sb.pause(); err != nil {
 			t.Fatal(err)
