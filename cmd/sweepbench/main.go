@@ -16,7 +16,8 @@
 // as the idle baseline, and then during each contestant, recording its latency.
 //
 // Then the replica-lag run (issue 20, replica.go): a streaming standby of the cluster, healthy
-// and then slowed on purpose, and how far behind A, C and C with MAX_REPLICA_LAG=1s leave it.
+// and then slowed on purpose, and how far behind A, C and C with MAX_REPLICA_LAG=1s leave it
+// (and, against the slow standby, C with MAX_REPLICA_LAG_BYTES as well).
 //
 // BENCH_SCALE=1 runs the scale run instead: the rail's per-batch cost at 1M and at 5M rows.
 // BENCH_PARTITIONS=1 runs the partitions run instead (issue 17, partitions.go): retention by
@@ -27,7 +28,7 @@
 //	BENCH_DATABASE_URL  the bench cluster's maintenance database, required (make bench starts
 //	                    one with scripts/pg, fsync on, and passes its URL)
 //	BENCH_ROWS          rows seeded into notifications (default 1000000)
-//	BENCH_ROUNDS        rounds of the side-by-side run, reported as medians (default 3)
+//	BENCH_ROUNDS        rounds of each run, reported as medians (default 3)
 //	BENCH_SCALE         1 to run the scale run instead of the side-by-side one (default 0)
 //	BENCH_REPLICA       1: the side-by-side run, then the replica-lag run (default); 0: the
 //	                    side-by-side run alone; only: the replica-lag run alone
