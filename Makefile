@@ -49,11 +49,15 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## bench: the rail side by side with a monolithic DELETE and ordered batches, on its own
-## PostgreSQL with fsync on; writes docs/BENCHMARKS.md. BENCH_ROWS=N sizes the table (default
-## 1000000); BENCH_SCALE=1 runs the 1M/5M scale run instead. The cluster is stopped at the end.
+## bench: the rail side by side with a monolithic DELETE and ordered batches, then the replica-lag
+## run (a streaming standby, healthy and slowed; BENCH_REPLICA=0 leaves it out, =only runs it
+## alone), on its own PostgreSQL with fsync on; writes docs/BENCHMARKS.md. BENCH_ROWS=N sizes the
+## table (default 1000000); BENCH_SCALE=1 runs the 1M/5M scale run instead; BENCH_PARTITIONS=1 the
+## partitions run (10M rows, BENCH_PARTITION_ROWS; installs pg_partman when missing). The cluster
+## is stopped at the end.
 bench:
 	@mkdir -p bin; $(GO) build -o bin/ ./cmd/...; \
+	if [ "$${BENCH_PARTITIONS:-0}" = 1 ]; then scripts/pg ensure-ext partman; fi; \
 	export PG_DIR="$(CURDIR)/.tmp/pg-bench" PG_FSYNC=on; \
 	url=$$(scripts/pg start); trap 'scripts/pg stop' EXIT; \
 	BENCH_DATABASE_URL="$$url" bin/sweepbench; \

@@ -18,6 +18,8 @@ type batch struct {
 	size int
 	rows int64
 	took time.Duration
+	// partition names the partition a partitions-mode pass dropped in this step (rows unknown).
+	partition string
 }
 
 // outcome is what one contestant did on its copy of the table.
@@ -38,6 +40,10 @@ type outcome struct {
 	wal int64
 	// foreign is the share of the machine's CPU that other tenants used during the window.
 	foreign float64
+
+	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
+	throttled  time.Duration
+	partitions int64
 }
 
 func (o outcome) rowsPerSec() float64 { return float64(o.deleted) / o.elapsed.Seconds() }

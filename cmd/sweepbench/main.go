@@ -14,17 +14,28 @@
 //
 // A foreground workload (inserting notifications and marking fresh ones read) runs alone first,
 // as the idle baseline, and then during each contestant, recording its latency.
-// BENCH_SCALE=1 adds the scale run: the rail's per-batch cost at 1M and at 5M rows.
+//
+// Then the replica-lag run (issue 20, replica.go): a streaming standby of the cluster, healthy
+// and then slowed on purpose, and how far behind A, C and C with MAX_REPLICA_LAG=1s leave it
+// (and, against the slow standby, C with MAX_REPLICA_LAG_BYTES as well).
+//
+// BENCH_SCALE=1 runs the scale run instead: the rail's per-batch cost at 1M and at 5M rows.
+// BENCH_PARTITIONS=1 runs the partitions run instead (issue 17, partitions.go): retention by
+// dropping whole partitions, the rail against pg_partman and against batched deletes.
 //
 // Environment:
 //
 //	BENCH_DATABASE_URL  the bench cluster's maintenance database, required (make bench starts
 //	                    one with scripts/pg, fsync on, and passes its URL)
 //	BENCH_ROWS          rows seeded into notifications (default 1000000)
-//	BENCH_ROUNDS        rounds of the side-by-side run, reported as medians (default 3)
+//	BENCH_ROUNDS        rounds of each run, reported as medians (default 3)
 //	BENCH_SCALE         1 to run the scale run instead of the side-by-side one (default 0)
 //	BENCH_ARCHIVE       1 to run the archive run instead: archive_to (a local table, a postgres_fdw
 //	                    foreign table) against a plain delete of the same rows
+//	BENCH_REPLICA       1: the side-by-side run, then the replica-lag run (default); 0: the
+//	                    side-by-side run alone; only: the replica-lag run alone
+//	BENCH_PARTITIONS    1 to run the partitions run instead of the side-by-side one (default 0)
+//	BENCH_PARTITION_ROWS rows of the partitions run's table (default 10000000)
 //	BENCH_BIN           the folder holding the api and sweepcron binaries (default bin)
 //	BENCH_VARIANT_ENV   "KEY=VALUE …": adds C′, the rail with these API settings, to every round
 //	BENCH_VARIANT_BIN   a folder with another build of api: adds C′ running it (with
@@ -69,7 +80,22 @@ type settings struct {
 	// API, run in every round next to C: how a proposed default or engine change is measured.
 	variantEnv []string
 	variantBin string
+	// replica is BENCH_REPLICA: replicaOn, replicaOff or replicaOnly.
+	replica string
+	// partitions runs the partitions run, on a table of partitionRows rows.
+	partitions    bool
+	partitionRows int
+	// roundsCap caps the rounds of the replica-lag and partitions runs, disturbed ones included;
+	// 0 is maxRoundsFactor × rounds. Tests set 1: they check the runs work, not the numbers.
+	roundsCap int
 }
+
+// The values of BENCH_REPLICA.
+const (
+	replicaOn   = "1"
+	replicaOff  = "0"
+	replicaOnly = "only"
+)
 
 // The sizes of the scale run: the issue's "per-batch cost at 1M and at 5M rows".
 const (
@@ -85,6 +111,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 		out:         "docs/BENCHMARKS.md",
 		command:     "make bench",
 		rounds:      3,
+		replica:     replicaOn,
+		// The issue's size: 10M rows over 100 daily partitions.
+		partitionRows: 10_000_000,
 	}
 	if s.databaseURL == "" {
 		return s, fmt.Errorf("BENCH_DATABASE_URL is required: the bench cluster's URL (make bench starts one)")
@@ -121,6 +150,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 		s.scale = true
 	default:
 		return s, fmt.Errorf("BENCH_SCALE=%q: want 0 or 1", v)
+	}
+	if err := loadRunSettings(environ, &s); err != nil {
+		return s, err
 	}
 	switch v := environ["BENCH_ARCHIVE"]; v {
 	case "", "0":
@@ -159,7 +191,18 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 	}
 	defer b.close()
 
-	var section, marker string
+	// Each section is written as soon as its run ends, so that a later run's failure keeps it.
+	emit := func(section, marker string) error {
+		fmt.Fprintln(stdout, section)
+		if s.out == "-" {
+			return nil
+		}
+		if err := updateReport(s.out, marker, section); err != nil {
+			return err
+		}
+		b.logf("wrote %s", s.out)
+		return nil
+	}
 	switch {
 	case s.archive:
 		res, err := b.archiveRun(ctx)
@@ -167,28 +210,48 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderArchive(b.machine, s, res), archiveMarker
+		return emit(renderArchive(b.machine, s, res), archiveMarker)
 	case s.scale:
 		res, err := b.scaleRun(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderScale(b.machine, s, res), scaleMarker
-	default:
+		return emit(renderScale(b.machine, s, res), scaleMarker)
+	case s.partitions:
+		res, err := b.partitionsRun(ctx)
+		if err != nil {
+			return err
+		}
+		res.elapsed = time.Since(began)
+		if err := emit(renderPartitions(b.machine, s, res), partitionsMarker); err != nil {
+			return err
+		}
+		if bad := res.inexact(); len(bad) > 0 {
+			return fmt.Errorf("the partitions run's exactness check failed (the report says where):\n%s", strings.Join(bad, "\n"))
+		}
+		return nil
+	}
+	if s.replica != replicaOnly {
 		res, err := b.sideBySide(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderSideBySide(b.machine, s, res), sideMarker
-	}
-	fmt.Fprintln(stdout, section)
-	if s.out != "-" {
-		if err := updateReport(s.out, marker, section); err != nil {
+		if err := emit(renderSideBySide(b.machine, s, res), sideMarker); err != nil {
 			return err
 		}
-		b.logf("wrote %s", s.out)
+	}
+	if s.replica != replicaOff {
+		from := time.Now()
+		res, err := b.replicaRun(ctx)
+		if err != nil {
+			return err
+		}
+		res.elapsed = time.Since(from)
+		if err := emit(renderReplica(b.machine, s, res), replicaMarker); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -38,6 +38,8 @@ type railProc struct {
 	key  string
 	pid  int
 	done chan error
+	// sweep is the sweep that sweepcron runs (--only).
+	sweep string
 
 	mu      sync.Mutex
 	batches []batch
@@ -48,11 +50,18 @@ type railProc struct {
 // except LOG_LEVEL=debug (one line per batch, the source of C's batch timings) and the listen
 // address; extraEnv adds variables for C′.
 func (b *bench) railSetup(binDir string, extraEnv []string) setupFunc {
+	return b.railSetupSweep(binDir, "notifications", extraEnv)
+}
+
+// railSetupSweep is railSetup for the sweep named sweep (of the policy extraEnv's
+// SWEEP_POLICY_FILE names, or of the bundled one).
+func (b *bench) railSetupSweep(binDir, sweep string, extraEnv []string) setupFunc {
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
 		p, err := b.startRail(ctx, binDir, dbURL, extraEnv)
 		if err != nil {
 			return nil, nil, err
 		}
+		p.sweep = sweep
 		sweep := func(ctx context.Context) (outcome, error) { return b.sweepRail(ctx, p) }
 		cleanup := func() {
 			if err := p.stop(); err != nil {
@@ -147,22 +156,32 @@ func (p *railProc) readLog(r io.Reader) {
 	}
 }
 
-// parseBatchLine reads the runner's per-batch debug line:
-// {"level":"DEBUG","msg":"sweep batch","size":…,"deleted":…,"took_ms":…,…}.
+// parseBatchLine reads the runner's per-batch debug line,
+// {"level":"DEBUG","msg":"sweep batch","size":…,"deleted":…,"took_ms":…,…}, and the line of a
+// partitions-mode pass for each partition it detached and dropped, which the answer's batchCount
+// counts as a batch: {"msg":"sweep partition","partition":…,"took_ms":…,…}.
 func parseBatchLine(line []byte) (batch, bool) {
-	if !bytes.Contains(line, []byte(`"sweep batch"`)) {
+	if !bytes.Contains(line, []byte(`"sweep batch"`)) && !bytes.Contains(line, []byte(`"sweep partition"`)) {
 		return batch{}, false
 	}
 	var rec struct {
-		Msg     string   `json:"msg"`
-		Size    int      `json:"size"`
-		Deleted int64    `json:"deleted"`
-		TookMs  *float64 `json:"took_ms"`
+		Msg       string   `json:"msg"`
+		Size      int      `json:"size"`
+		Deleted   int64    `json:"deleted"`
+		Partition string   `json:"partition"`
+		TookMs    *float64 `json:"took_ms"`
 	}
-	if err := json.Unmarshal(line, &rec); err != nil || rec.Msg != "sweep batch" || rec.TookMs == nil {
+	if err := json.Unmarshal(line, &rec); err != nil || rec.TookMs == nil {
 		return batch{}, false
 	}
-	return batch{size: rec.Size, rows: rec.Deleted, took: time.Duration(*rec.TookMs * float64(time.Millisecond))}, true
+	took := time.Duration(*rec.TookMs * float64(time.Millisecond))
+	switch {
+	case rec.Msg == "sweep batch":
+		return batch{size: rec.Size, rows: rec.Deleted, took: took}, true
+	case rec.Msg == "sweep partition" && rec.Partition != "":
+		return batch{partition: rec.Partition, took: took}, true
+	}
+	return batch{}, false
 }
 
 func (p *railProc) logTail() string {
@@ -220,12 +239,18 @@ type cronReport struct {
 			BatchCount int    `json:"batchCount"`
 			DurationMs int64  `json:"durationMs"`
 			StopReason string `json:"stopReason"`
+			// Passes carry what sweepcron's answer does not sum: the partitions a
+			// partitions-mode pass dropped and the time a pass waited for the standbys.
+			Passes []struct {
+				ThrottledMs       int64 `json:"throttledMs"`
+				PartitionsDropped int64 `json:"partitionsDropped"`
+			} `json:"passes"`
 		} `json:"answer"`
 	} `json:"routes"`
 	Error string `json:"error"`
 }
 
-// sweepRail calls `sweepcron --only notifications` until a run's answer is ok (exhausted), as
+// sweepRail calls `sweepcron --only <sweep>` until a run's answer is ok (exhausted), as
 // the next ticks of a schedule would after a truncated run. The elapsed time is every run's, from
 // the process start to its exit.
 func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
@@ -236,7 +261,7 @@ func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
 		if o.runs == maxCronRuns {
 			return o, fmt.Errorf("the rail did not drain in %d sweepcron runs", maxCronRuns)
 		}
-		cmd := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "sweepcron"), "--only", "notifications", "--json")
+		cmd := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "sweepcron"), "--only", p.sweep, "--json")
 		cmd.Env = []string{"API_URL=http://" + p.addr, "INTERNAL_SIGNING_KEY=" + p.key}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -251,6 +276,10 @@ func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
 		r := rep.Routes[0]
 		o.deleted += r.Answer.Deleted
 		o.serverTime += time.Duration(r.Answer.DurationMs) * time.Millisecond
+		for _, pass := range r.Answer.Passes {
+			o.throttled += time.Duration(pass.ThrottledMs) * time.Millisecond
+			o.partitions += pass.PartitionsDropped
+		}
 		wantBatches += r.Answer.BatchCount
 		switch r.Category {
 		case "truncated": // a backlog the next tick continues: run again

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+)
+
+// raceEnabled is set by race_test.go under -race (make test): the binaries are then built with
+// -race too, so that go build reuses what the same go test -race ./... has just compiled.
+var raceEnabled bool
+
+// buildBinaries builds api and sweepcron into a temporary folder: the rail contestants run them.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/api", "./cmd/sweepcron")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return dir
+}
+
+// TestRuns runs the replica-lag and partitions runs end to end on small tables, on a cluster of
+// their own (the standby is server-wide state, and the runs create and drop databases): the code
+// paths of make bench, whose numbers are not checked here. Each run fails by itself when a
+// contestant leaves other rows than its oracle's or than were eligible.
+func TestRuns(t *testing.T) {
+	cluster := dbtest.NewCluster(t)
+	bin := buildBinaries(t)
+	newTestBench := func(t *testing.T, s settings) *bench {
+		t.Helper()
+		s.databaseURL, s.binDir, s.out, s.command, s.roundsCap = cluster.URL, bin, "-", "make bench", 1
+		b, err := newBench(t.Context(), s, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.close)
+		return b
+	}
+
+	t.Run("replica", func(t *testing.T) {
+		b := newTestBench(t, settings{rows: 10_000, rounds: 1, replica: replicaOnly})
+		res, err := b.replicaRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.rounds) != 1 {
+			t.Fatalf("%d rounds, want 1", len(res.rounds))
+		}
+		var keys []string
+		for _, o := range res.rounds[0].outcomes {
+			state := "healthy"
+			if o.slow {
+				state = "slow"
+			}
+			keys = append(keys, state+"/"+o.key)
+			if o.deleted != res.eligible || o.peak.Samples == 0 || (o.slow != (o.cycles > 0)) {
+				t.Errorf("%s/%s: deleted %d of %d, %d samples, %d duty cycles", state, o.key, o.deleted, res.eligible, o.peak.Samples, o.cycles)
+			}
+			if o.key != "A" && o.runs == 0 {
+				t.Errorf("%s/%s: no sweepcron run", state, o.key)
+			}
+		}
+		if got, want := strings.Join(keys, " "), "healthy/A healthy/C healthy/T slow/A slow/C slow/T slow/TB"; got != want {
+			t.Errorf("contestants %q, want %q", got, want)
+		}
+		out := renderReplica(b.machine, b.s, res)
+		for _, want := range []string{"<!-- " + replicaMarker + ":begin", "<!-- " + replicaMarker + ":end -->",
+			"| slow | T | the rail, `MAX_REPLICA_LAG=1s`", "| target (issue 20) |", "healthy standby: throttled rows/s"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the report lacks %q:\n%s", want, out)
+			}
+		}
+		// The standby is gone: nothing streams from the cluster any more.
+		var n int
+		if err := b.admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_replication").Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d standbys still streaming (%v)", n, err)
+		}
+	})
+
+	t.Run("partitions", func(t *testing.T) {
+		requirePartman(t, cluster.URL)
+		b := newTestBench(t, settings{rounds: 1, partitions: true, partitionRows: partMinRows})
+		res, err := b.partitionsRun(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.rounds) != 1 {
+			t.Fatalf("%d rounds, want 1", len(res.rounds))
+		}
+		perDay := int64(partMinRows / partDays)
+		for _, o := range res.rounds[0].outcomes {
+			// Exactness is checked by the run itself; here, that the contestants did what they are
+			// named for. P and B delete the boundary's expired rows too, P′ and K do not.
+			wantDropped, minGone, maxGone := partExpired, partExpired*perDay, partExpired*perDay
+			switch o.key {
+			case "P":
+				maxGone += perDay
+			case "B":
+				wantDropped, maxGone = 0, maxGone+perDay
+			}
+			if o.inexact != "" {
+				t.Errorf("%s: not exact: %s", o.key, o.inexact)
+			}
+			if o.dropped != wantDropped || o.gone < minGone || o.gone > maxGone || o.gone != o.want {
+				t.Errorf("%s: %d partitions and %d rows gone (oracle %d); want %d partitions and %d..%d rows",
+					o.key, o.dropped, o.gone, o.want, wantDropped, minGone, maxGone)
+			}
+		}
+		out := renderPartitions(b.machine, b.s, res)
+		for _, want := range []string{"<!-- " + partitionsMarker + ":begin", "BENCH_PARTITION_ROWS=10000",
+			"| P | the rail, `mode: partitions`", "| K | pg_partman", "| target (issue 17) |"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the report lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+// requirePartman skips the test when the server lacks pg_partman, or fails it under CI=true,
+// where .ci/run installs it (scripts/pg ensure-ext partman).
+func requirePartman(t *testing.T, u string) {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	var n int
+	if err := c.QueryRow(t.Context(), "SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_partman'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 1 {
+		return
+	}
+	msg := "pg_partman is not installed on the test server: run scripts/pg ensure-ext partman (Debian's postgresql-15-partman)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func TestLoadRunSettings(t *testing.T) {
+	base := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{"BENCH_DATABASE_URL": base["BENCH_DATABASE_URL"]}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	s, err := loadSettings(base)
+	if err != nil || s.replica != replicaOn || s.partitions || s.partitionRows != 10_000_000 {
+		t.Fatalf("defaults: %+v, %v", s, err)
+	}
+	for _, tt := range []struct {
+		env           map[string]string
+		replica       string
+		partitions    bool
+		partitionRows int
+	}{
+		{with("BENCH_REPLICA", "0"), replicaOff, false, 10_000_000},
+		{with("BENCH_REPLICA", "only"), replicaOnly, false, 10_000_000},
+		{with("BENCH_REPLICA", ""), replicaOn, false, 10_000_000},
+		{with("BENCH_PARTITIONS", "1", "BENCH_PARTITION_ROWS", "200000"), replicaOn, true, 200_000},
+	} {
+		s, err := loadSettings(tt.env)
+		if err != nil || s.replica != tt.replica || s.partitions != tt.partitions || s.partitionRows != tt.partitionRows {
+			t.Errorf("loadSettings(%v) = replica %q, partitions %v, %d rows, %v", tt.env, s.replica, s.partitions, s.partitionRows, err)
+		}
+	}
+	for _, bad := range []map[string]string{
+		with("BENCH_REPLICA", "yes"),
+		with("BENCH_PARTITIONS", "true"),
+		with("BENCH_PARTITION_ROWS", "9999"),
+		with("BENCH_PARTITION_ROWS", "1e7"),
+		with("BENCH_PARTITIONS", "1", "BENCH_SCALE", "1"),
+	} {
+		if _, err := loadSettings(bad); err == nil {
+			t.Errorf("loadSettings(%v) accepted it", bad)
+		}
+	}
+}
+
+func TestParsePartitionLine(t *testing.T) {
+	line := `{"time":"2026-11-30T10:00:00Z","level":"DEBUG","msg":"sweep partition","sweep":"events-partitions","pass":"expired",` +
+		`"partition":"public.events_p2026_08_22","dropped":true,"detached":true,"took_ms":12.5,"failed":false}`
+	b, ok := parseBatchLine([]byte(line))
+	if !ok || b.partition != "public.events_p2026_08_22" || b.rows != 0 || b.took != 12500*time.Microsecond {
+		t.Errorf("parseBatchLine = %+v, %v; want the partition, 12.5ms", b, ok)
+	}
+	if _, ok := parseBatchLine([]byte(`{"msg":"sweep partition","took_ms":1}`)); ok {
+		t.Error("a partition line without its partition was accepted")
+	}
+	// Rows-per-batch figures leave the partition steps out.
+	if got := medianRows([]batch{{partition: "p", took: time.Millisecond}, {size: 10, rows: 10, took: time.Millisecond}}); got != 10 {
+		t.Errorf("medianRows = %d, want 10", got)
+	}
+}
+
+func TestKeptFrom(t *testing.T) {
+	midnight := time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC)
+	noon := midnight.Add(12 * time.Hour)
+	for _, tt := range []struct {
+		rule         partRule
+		cutoff, want time.Time
+	}{
+		{ruleRows, noon, noon},
+		{ruleRail, noon, midnight},
+		{rulePartman, noon, midnight},
+		// A partition whose upper bound is the cutoff: the rail drops it (≤), pg_partman keeps
+		// it (<).
+		{ruleRail, midnight, midnight},
+		{rulePartman, midnight, midnight.AddDate(0, 0, -1)},
+	} {
+		if got := tt.rule.keptFrom(tt.cutoff); !got.Equal(tt.want) {
+			t.Errorf("rule %d, cutoff %s: keeps from %s, want %s", tt.rule, tt.cutoff, got, tt.want)
+		}
+	}
+}
+
+func TestOverLimit(t *testing.T) {
+	o := lagOutcome{outcome: outcome{batches: []batch{{took: 40 * time.Millisecond}, {took: 60 * time.Millisecond}}}}
+	o.peak.Replay = lagLimit + 60*time.Millisecond + lagDutyPaused
+	if bound, ok := overLimit(o); !ok || bound != o.peak.Replay {
+		t.Errorf("at the bound: %s, %v", bound, ok)
+	}
+	o.peak.Replay++
+	if _, ok := overLimit(o); ok {
+		t.Error("past the bound: accepted")
+	}
+}
