@@ -49,6 +49,12 @@ type Lag struct {
 	// (reply_time, on the standby's clock); zero for a slot. Two reads with the same Reported
 	// saw the same report.
 	Reported time.Time
+	// Position is the primary's WAL position at the read, in bytes from 0/0: the standby has
+	// replayed up to Position - Bytes.
+	Position int64
+	// Behind is how long ago the oldest WAL the standby has not replayed was written, as a
+	// Throttle's own reads date it (see walClock); 0 from Read, which keeps no history.
+	Behind time.Duration
 }
 
 // ErrNoPrivilege means the role cannot see the standbys' positions: PostgreSQL shows
@@ -86,12 +92,14 @@ const lagSQL = `
 WITH cur AS (SELECT pg_current_wal_lsn() AS lsn)
 SELECT 'standby', coalesce(r.application_name, ''), r.state IS NULL,
        coalesce(greatest(pg_wal_lsn_diff(cur.lsn, r.replay_lsn), 0), 0)::bigint,
-       coalesce((extract(epoch FROM r.replay_lag) * 1000000)::bigint, 0), r.reply_time
+       coalesce((extract(epoch FROM r.replay_lag) * 1000000)::bigint, 0), r.reply_time,
+       pg_wal_lsn_diff(cur.lsn, '0/0')::bigint
   FROM pg_stat_replication r, cur
  WHERE (r.state IS NULL OR (r.state IN ('streaming', 'catchup') AND r.replay_lsn IS NOT NULL))
    AND NOT EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.active_pid = r.pid AND s.slot_type = 'logical')
 UNION ALL
-SELECT 'slot', s.slot_name, false, greatest(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0)::bigint, 0, NULL
+SELECT 'slot', s.slot_name, false, greatest(pg_wal_lsn_diff(cur.lsn, s.restart_lsn), 0)::bigint, 0, NULL,
+       pg_wal_lsn_diff(cur.lsn, '0/0')::bigint
   FROM pg_replication_slots s, cur
  WHERE s.slot_type = 'physical' AND s.restart_lsn IS NOT NULL AND s.wal_status IS DISTINCT FROM 'lost'`
 
@@ -115,7 +123,7 @@ func Read(ctx context.Context, q Querier) ([]Lag, error) {
 			micros int64
 			at     *time.Time
 		)
-		if err := rows.Scan(&kind, &l.Name, &hide, &l.Bytes, &micros, &at); err != nil {
+		if err := rows.Scan(&kind, &l.Name, &hide, &l.Bytes, &micros, &at, &l.Position); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read replica lag: %w", err)
 		}

@@ -49,7 +49,7 @@ func (l Limits) Over(lags []Lag) (Lag, bool) {
 	)
 	for _, g := range lags {
 		byBytes := l.MaxLagBytes > 0 && g.Bytes > l.MaxLagBytes
-		byTime := l.MaxLag > 0 && g.Kind == KindStandby && g.Bytes > 0 && g.Replay > l.MaxLag
+		byTime := l.MaxLag > 0 && g.Kind == KindStandby && g.Bytes > 0 && max(g.Replay, g.Behind) > l.MaxLag
 		if (byBytes || byTime) && (!over || g.Bytes > worst.Bytes) {
 			worst, over = g, true
 		}
@@ -85,13 +85,15 @@ type Throttle struct {
 	logger       *slog.Logger
 	now          func() time.Time
 	sleep        func(ctx context.Context, d time.Duration)
+	// clock dates the WAL positions of the throttle's reads; shared by WithLogger's copies.
+	clock *walClock
 }
 
 // New returns the Throttle of cfg.
 func New(cfg Config) *Throttle {
 	t := &Throttle{
 		limits: cfg.Limits, pool: cfg.Pool, recheck: cfg.Recheck, queryTimeout: cfg.QueryTimeout,
-		logger: cfg.Logger, now: cfg.Now, sleep: cfg.Sleep,
+		logger: cfg.Logger, now: cfg.Now, sleep: cfg.Sleep, clock: &walClock{},
 	}
 	if t.recheck <= 0 {
 		t.recheck = DefaultRecheck
@@ -206,7 +208,12 @@ func (t *Throttle) since(start time.Time, reads int) time.Duration {
 func (t *Throttle) read(ctx context.Context) ([]Lag, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.queryTimeout)
 	defer cancel()
-	return Read(ctx, t.pool)
+	lags, err := Read(ctx, t.pool)
+	if err != nil {
+		return nil, err
+	}
+	t.clock.date(lags, t.now())
+	return lags, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
