@@ -55,6 +55,9 @@ type Lag struct {
 	// Behind is how long ago the oldest WAL the standby has not replayed was written, as a
 	// Throttle's own reads date it (see walClock); 0 from Read, which keeps no history.
 	Behind time.Duration
+	// CatchUp is how long the standby will take to replay what it has left, at the rate it
+	// replayed over the last second of a Throttle's reads; 0 when that rate is not known yet.
+	CatchUp time.Duration
 }
 
 // ErrNoPrivilege means the role cannot see the standbys' positions: PostgreSQL shows

@@ -49,7 +49,7 @@ func (l Limits) Over(lags []Lag) (Lag, bool) {
 	)
 	for _, g := range lags {
 		byBytes := l.MaxLagBytes > 0 && g.Bytes > l.MaxLagBytes
-		byTime := l.MaxLag > 0 && g.Kind == KindStandby && g.Bytes > 0 && max(g.Replay, g.Behind) > l.MaxLag
+		byTime := l.MaxLag > 0 && g.Kind == KindStandby && g.Bytes > 0 && max(g.Replay, g.Behind, g.CatchUp) > l.MaxLag
 		if (byBytes || byTime) && (!over || g.Bytes > worst.Bytes) {
 			worst, over = g, true
 		}

@@ -20,10 +20,34 @@ const maxSamples = 100_000
 // time; a standby replayed up to position p is behind by at least the time since the first read
 // whose position was past p: the oldest WAL it has not replayed was written after the read before
 // that one. Reads come before every batch, so the estimate is short by at most one batch.
+//
+// How old the oldest unreplayed WAL is now still says nothing of how old it will be by the time
+// the standby gets to it: a standby that replays at a third of the rate a drain writes falls
+// further behind for as long as the drain goes on, and past the limit only after the drain has
+// written more than it can replay in time. So the clock also keeps each standby's replay position
+// over the last second, and projects how long the standby will take to replay what it has left at
+// that rate (CatchUp): the throttle holds the drain back before the standby is a limit behind,
+// not once it is.
 type walClock struct {
 	mu      sync.Mutex
 	samples []walSample
+	replays map[string][]replaySample
 }
+
+// replaySample is a standby's replay position at a read, and how much it had left to replay.
+type replaySample struct {
+	at       time.Time
+	replayed int64
+	backlog  int64
+}
+
+// The window of the replay rate, the least span a rate is computed over (a rate over one batch
+// swings between nothing and full speed), and the projection of a standby that replays nothing.
+const (
+	rateWindow   = time.Second
+	minRateSpan  = 200 * time.Millisecond
+	stalledCatch = time.Hour
+)
 
 type walSample struct {
 	pos int64
@@ -44,11 +68,46 @@ func (c *walClock) date(lags []Lag, now time.Time) {
 		}
 		replayed := lags[i].Position - lags[i].Bytes
 		lags[i].Behind = c.behind(replayed, now)
+		lags[i].CatchUp = c.catchUp(lags[i].Name, replayed, lags[i].Bytes, now)
 		if oldest < 0 || replayed < oldest {
 			oldest = replayed
 		}
 	}
 	c.prune(oldest)
+}
+
+// catchUp records standby name's replay position and projects how long it will take to replay
+// bytes at the rate it replayed since the oldest read of the last second at which it had WAL left
+// to replay (a standby with nothing to replay replays nothing, which is no sign of slowness).
+// It is 0 until such a read is minRateSpan old, and stalledCatch for a standby that replayed
+// nothing since.
+func (c *walClock) catchUp(name string, replayed, bytes int64, now time.Time) time.Duration {
+	if c.replays == nil {
+		c.replays = map[string][]replaySample{}
+	}
+	h := c.replays[name]
+	for len(h) > 0 && now.Sub(h[0].at) > rateWindow {
+		h = h[1:]
+	}
+	var out time.Duration
+	for _, s := range h {
+		if s.backlog <= 0 {
+			continue
+		}
+		span := now.Sub(s.at)
+		if span < minRateSpan {
+			break
+		}
+		progressed := replayed - s.replayed
+		if progressed <= 0 {
+			out = stalledCatch
+			break
+		}
+		out = time.Duration(float64(bytes) / float64(progressed) * float64(span))
+		break
+	}
+	c.replays[name] = append(h, replaySample{at: now, replayed: replayed, backlog: bytes})
+	return out
 }
 
 // behind is how long ago the first read past position replayed was made: 0 when none was.

@@ -48,6 +48,19 @@ func TestThrottleBehind(t *testing.T) {
 		t.Fatalf("Wait = %v, %v; want a wait until the deadline (1s): the standby is 6s behind", waited, err)
 	}
 
+	// A fresh throttle (no history): a standby that replayed nothing over 300ms of reads while it
+	// had WAL to replay will not catch up in any time: over at once, not MaxLag later.
+	clock2 := newFakeClock()
+	th2 := replica.New(replica.Config{Limits: limits, Pool: pool, Recheck: 300 * time.Millisecond, Now: clock2.now, Sleep: clock2.sleep})
+	if waited, err := th2.Wait(ctx, clock2.now().Add(time.Second)); err != nil || waited != 0 {
+		t.Fatalf("fresh throttle, first Wait = %v, %v; want no wait (no replay rate yet)", waited, err)
+	}
+	clock2.sleep(ctx, 300*time.Millisecond)
+	until = clock2.now().Add(time.Second)
+	if waited, err := th2.Wait(ctx, until); err != nil || waited != time.Second {
+		t.Fatalf("stalled standby: Wait = %v, %v; want a wait until the deadline: it replays nothing", waited, err)
+	}
+
 	standby.ResumeReplay(t)
 	standby.WaitCaughtUp(t)
 	if waited, err := th.Wait(ctx, clock.now().Add(time.Second)); err != nil || waited != 0 {
