@@ -58,6 +58,12 @@ type walSample struct {
 func (c *walClock) date(lags []Lag, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// step is the WAL written since the previous read: about one batch's, which the caller is
+	// about to write again.
+	var step int64
+	if len(lags) > 0 && len(c.samples) > 0 {
+		step = max(lags[0].Position-c.samples[len(c.samples)-1].pos, 0)
+	}
 	if len(lags) > 0 && (len(c.samples) == 0 || lags[0].Position > c.samples[len(c.samples)-1].pos) {
 		c.samples = append(c.samples, walSample{pos: lags[0].Position, at: now})
 	}
@@ -68,7 +74,7 @@ func (c *walClock) date(lags []Lag, now time.Time) {
 		}
 		replayed := lags[i].Position - lags[i].Bytes
 		lags[i].Behind = c.behind(replayed, now)
-		lags[i].CatchUp = c.catchUp(lags[i].Name, replayed, lags[i].Bytes, now)
+		lags[i].CatchUp = c.catchUp(lags[i].Name, replayed, lags[i].Bytes, step, now)
 		if oldest < 0 || replayed < oldest {
 			oldest = replayed
 		}
@@ -77,11 +83,13 @@ func (c *walClock) date(lags []Lag, now time.Time) {
 }
 
 // catchUp records standby name's replay position and projects how long it will take to replay
-// bytes at the rate it replayed since the oldest read of the last second at which it had WAL left
-// to replay (a standby with nothing to replay replays nothing, which is no sign of slowness).
+// bytes, and the next step (the WAL of the batch the caller is about to run), at the rate it
+// replayed since the oldest read of the last second at which it had WAL left to replay (a
+// standby with nothing to replay replays nothing, which is no sign of slowness): the lag the
+// newest WAL would have, were the batch run now.
 // It is 0 until such a read is minRateSpan old, and stalledCatch for a standby that replayed
 // nothing since.
-func (c *walClock) catchUp(name string, replayed, bytes int64, now time.Time) time.Duration {
+func (c *walClock) catchUp(name string, replayed, bytes, step int64, now time.Time) time.Duration {
 	if c.replays == nil {
 		c.replays = map[string][]replaySample{}
 	}
@@ -103,7 +111,7 @@ func (c *walClock) catchUp(name string, replayed, bytes int64, now time.Time) ti
 			out = stalledCatch
 			break
 		}
-		out = time.Duration(float64(bytes) / float64(progressed) * float64(span))
+		out = time.Duration(float64(bytes+step) / float64(progressed) * float64(span))
 		break
 	}
 	c.replays[name] = append(h, replaySample{at: now, replayed: replayed, backlog: bytes})
