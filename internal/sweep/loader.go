@@ -260,6 +260,7 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	p.AllowUnindexed = l.boolean(f, "allow_unindexed", sweep, p.Name)
 	p.AllowShortRetention = l.boolean(f, "allow_short_retention", sweep, p.Name)
 	p.KeepDetached = l.boolean(f, "keep_detached", sweep, p.Name)
+	p.ArchiveSchema = str("archive_schema")
 	p.Boundary = str("boundary")
 	p.ArchiveTo = str("archive_to")
 	for _, pr := range validatePass(p) {

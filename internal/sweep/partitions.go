@@ -37,13 +37,16 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		began := pr.r.cfg.Now()
 		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, "drop-partition", 0)
 		out, err := partition.Drop(pr.db, pr.r.cfg.Pool, part, partition.DropOptions{
-			LockTimeout: s.LockTimeout, StatementTimeout: s.StatementTimeout, KeepDetached: pr.p.KeepDetached,
+			LockTimeout: s.LockTimeout, StatementTimeout: s.StatementTimeout, KeepDetached: pr.p.KeepDetached || pr.p.ArchiveSchema != "",
 		})
+		if err == nil && pr.p.ArchiveSchema != "" && out.Detached && !out.Gone {
+			err = pr.moveToArchive(part.Name)
+		}
 		took := pr.r.cfg.Now().Sub(began)
 		pr.out.BatchCount++
 		pr.r.cfg.Metrics.Batch(pr.sweep, took)
 		gone := int64(0)
-		if !out.Gone && (out.Dropped || (pr.p.KeepDetached && out.Detached)) {
+		if !out.Gone && (out.Dropped || ((pr.p.KeepDetached || pr.p.ArchiveSchema != "") && out.Detached)) {
 			gone = 1
 		}
 		span.End(trace.Result{PartitionsDropped: gone, Duration: took, Err: err})
@@ -121,6 +124,43 @@ func (c *checker) partitions(ctx context.Context, sweep string, p Pass, _ time.T
 		return nil
 	case err != nil:
 		return fmt.Errorf("describe partitions of %q: %w", p.Table, err)
+	}
+	if p.ArchiveSchema != "" {
+		var exists, create bool
+		if err := c.pool.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL,
+			to_regnamespace($1) IS NOT NULL AND has_schema_privilege(to_regnamespace($1), 'CREATE')`,
+			pgx.Identifier{p.ArchiveSchema}.Sanitize()).Scan(&exists, &create); err != nil {
+			return fmt.Errorf("look up schema %q: %w", p.ArchiveSchema, err)
+		}
+		switch {
+		case !exists:
+			c.fail(sweep, p.Name, "archive_schema", "archive_schema %q does not exist: CREATE SCHEMA %s;", p.ArchiveSchema, pgx.Identifier{p.ArchiveSchema}.Sanitize())
+		case !create:
+			c.fail(sweep, p.Name, "archive_schema", "the API's role may not create tables in archive_schema %q, which moving a partition there needs: GRANT CREATE ON SCHEMA %s TO <role>;",
+				p.ArchiveSchema, pgx.Identifier{p.ArchiveSchema}.Sanitize())
+		}
+	}
+	return nil
+}
+
+// moveToArchive moves a partition the pass has just detached into its archive_schema, under the
+// lock timeout. A move that fails leaves the partition detached where it was: the error says
+// the statement that finishes it, since the next run no longer sees it as a partition.
+func (pr *passRun) moveToArchive(part string) error {
+	s := pr.r.cfg.Settings
+	ctx, cancel := context.WithTimeout(pr.db, s.StatementTimeout+5*time.Second)
+	defer cancel()
+	stmt := fmt.Sprintf("ALTER TABLE %s SET SCHEMA %s", part, pgx.Identifier{pr.p.ArchiveSchema}.Sanitize())
+	err := pgx.BeginFunc(ctx, pr.r.cfg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+			ms(s.StatementTimeout), ms(s.LockTimeout)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, stmt)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("move detached partition %s to schema %s (finish it with: %s): %w", part, pr.p.ArchiveSchema, stmt, err)
 	}
 	return nil
 }

@@ -129,6 +129,44 @@ func TestPartitionsMode(t *testing.T) {
 		}
 	})
 
+	t.Run("archive_schema: expired partitions moved, whole, not dropped", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)")
+		for d := 10; d > 0; d-- {
+			exec(t, pool, fmt.Sprintf(`CREATE TABLE events_d%[1]d PARTITION OF events
+				FOR VALUES FROM (date_trunc('day', now()) - interval '%[1]d days') TO (date_trunc('day', now()) - interval '%[2]d days')`, d, d-1))
+		}
+		exec(t, pool, "INSERT INTO events SELECT i, date_trunc('day', now()) - interval '10 days' + i * interval '1 hour' FROM generate_series(0, 239) i")
+		policy := strings.Replace(eventsPolicy, "mode: partitions", "mode: partitions\n        boundary: keep\n        archive_schema: cold", 1)
+		specs := load(t, policy)
+		if _, err := (&sweep.Policy{Specs: specs}).Check(ctx, pool); err == nil || !strings.Contains(err.Error(), `archive_schema "cold" does not exist: CREATE SCHEMA "cold";`) {
+			t.Fatalf("check without the schema: %v", err)
+		}
+		exec(t, pool, "CREATE SCHEMA cold")
+		if _, err := (&sweep.Policy{Specs: specs}).Check(ctx, pool); err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		at := dbNow(t, pool)
+		expired := count(t, pool, `SELECT count(*) FROM events WHERE at < date_trunc('day', $1::timestamptz - interval '5 days')`, at)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings(), AsOf: fixedAsOf(at)})
+		res := run(t, r, "events")
+		moved := count(t, pool, `SELECT count(*) FROM pg_tables WHERE schemaname = 'cold'`)
+		if res.StopReason != wire.StopExhausted || res.PartitionsDropped != moved || moved < 4 {
+			t.Fatalf("run %+v with %d tables in schema cold", res, moved)
+		}
+		var kept int64
+		for _, tbl := range []string{"d10", "d9", "d8", "d7"} {
+			kept += count(t, pool, "SELECT count(*) FROM cold.events_"+tbl)
+		}
+		if moved == 4 && kept != expired {
+			t.Fatalf("%d rows in the moved partitions, want the %d expired", kept, expired)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass`); n != 10-moved {
+			t.Fatalf("%d partitions left attached, want %d", n, 10-moved)
+		}
+	})
+
 	t.Run("the check refuses a table that is not range-partitioned on the age column", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)

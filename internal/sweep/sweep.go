@@ -128,6 +128,9 @@ type Pass struct {
 	AllowShortRetention bool `json:"allowShortRetention,omitempty"`
 	// KeepDetached, in partitions mode, detaches expired partitions without dropping them.
 	KeepDetached bool `json:"keepDetached,omitempty"`
+	// ArchiveSchema, in partitions mode, moves each expired partition, detached, into this schema
+	// instead of dropping it (archive_schema).
+	ArchiveSchema string `json:"archiveSchema,omitempty"`
 	// Boundary, in partitions mode, is BoundaryDelete (when empty) or BoundaryKeep.
 	Boundary string `json:"boundary,omitempty"`
 	// ArchiveTo, when set, is the table (or postgres_fdw foreign table) that each batch moves its
@@ -174,7 +177,8 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, MaxRows: p.MaxRows, AllowUnindexed: p.AllowUnindexed,
 		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
-		ArchiveTo: p.ArchiveTo,
+		ArchiveSchema: p.ArchiveSchema,
+		ArchiveTo:     p.ArchiveTo,
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id"), Where: g.Where})

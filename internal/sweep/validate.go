@@ -114,8 +114,19 @@ func validatePass(p Pass) []problem {
 		if p.KeepDetached {
 			add("keep_detached", "keep_detached is only for mode partitions: remove it")
 		}
+		if p.ArchiveSchema != "" {
+			add("archive_schema", "archive_schema is only for mode partitions (it moves whole partitions): for rows, use archive_to")
+		}
 		if p.Boundary != "" {
 			add("boundary", "boundary is only for mode partitions: remove it")
+		}
+	}
+	if p.ArchiveSchema != "" {
+		if err := checkIdentifier(p.ArchiveSchema); err != nil {
+			add("archive_schema", "archive_schema %q: %v", p.ArchiveSchema, err)
+		}
+		if p.KeepDetached {
+			add("archive_schema", "archive_schema keeps the detached partitions already, in that schema: remove keep_detached")
 		}
 	}
 	switch p.Boundary {

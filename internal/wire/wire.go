@@ -243,8 +243,10 @@ type CatalogPass struct {
 	// AllowShortRetention: the pass may keep rows for less than an hour (down to a minute).
 	AllowShortRetention bool `json:"allowShortRetention"`
 	// KeepDetached and Boundary are a partitions-mode pass's choices.
-	KeepDetached bool   `json:"keepDetached,omitempty"`
-	Boundary     string `json:"boundary,omitempty"`
+	KeepDetached bool `json:"keepDetached,omitempty"`
+	// ArchiveSchema is where a partitions-mode pass moves expired partitions instead of dropping them.
+	ArchiveSchema string `json:"archiveSchema,omitempty"`
+	Boundary      string `json:"boundary,omitempty"`
 	// ArchiveTo is the table each batch's rows are moved to as they are deleted; "" for none.
 	ArchiveTo string `json:"archiveTo,omitempty"`
 }
