@@ -21,7 +21,7 @@ import (
 // stops the pass with batch-error naming the partition; those already dropped stay dropped.
 func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	s := pr.r.cfg.Settings
-	pr.out = wire.PassResult{Pass: pr.p.Name}
+	pr.out = wire.PassResult{Pass: pr.p.Name, Path: string(PathPartitions)}
 	maxBatches := firstPositive(pr.p.MaxBatches, s.MaxBatches)
 	parts, err := partition.List(pr.db, pr.r.cfg.Pool, pr.p.Table)
 	if err != nil {
@@ -62,6 +62,8 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	}
 	dropped, batches := pr.out.PartitionsDropped, pr.out.BatchCount
 	res, err := pr.run()
+	// The boundary's batches run on the parent, whose blocks are its partitions': the index path.
+	res.Path = string(PathPartitions)
 	res.PartitionsDropped += dropped
 	res.BatchCount += batches
 	return res, err

@@ -88,6 +88,13 @@ type PassResult struct {
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
 	// ThrottledMs is the time the pass spent waiting for standbys to catch up (MAX_REPLICA_LAG).
 	ThrottledMs int64 `json:"throttledMs"`
+	// Path is how the pass reached its rows: "heap" (block ranges in heap order) or "index" (the
+	// keyset on the age index) for a batched pass, chosen per run; else its mode ("single",
+	// "per-row", "partitions").
+	Path string `json:"path"`
+	// LockRetries counts the batches that met a row another transaction held and were run again
+	// skipping held rows (FOR UPDATE SKIP LOCKED); those rows wait for the next run.
+	LockRetries int `json:"lockRetries,omitempty"`
 }
 
 // Result is the answer of one run of POST /internal/sweep-<name>.
@@ -121,6 +128,8 @@ type DryRunPass struct {
 	CountTimedOut bool   `json:"countTimedOut"`
 	// Indexed reports whether an index can serve the batch select.
 	Indexed bool `json:"indexed"`
+	// Path is the access path a run would take now, as PassResult.Path.
+	Path string `json:"path"`
 	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
 	// Estimate then count the boundary rows the batches would delete.
 	Partitions []DryRunPartition `json:"partitions,omitempty"`

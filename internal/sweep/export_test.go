@@ -1,0 +1,14 @@
+package sweep
+
+import "time"
+
+// WithTestKnobs returns cfg with the test knobs set: every batched pass on path (empty: chosen),
+// the heap path's ranges fixed at heapBlocks blocks (0: adaptive), the first attempt's lock
+// timeout rowLockWait (0: rowLockTimeout), and every batch in the locking form when alwaysLock.
+func WithTestKnobs(cfg Config, path Path, heapBlocks uint32, rowLockWait time.Duration, alwaysLock bool) Config {
+	cfg.AccessPath, cfg.heapBlocks, cfg.rowLockWait, cfg.alwaysLock = path, heapBlocks, rowLockWait, alwaysLock
+	return cfg
+}
+
+// HeapShare is the share of eligible rows from which a batched pass takes the heap path.
+const HeapShare = heapShare
