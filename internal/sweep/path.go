@@ -57,11 +57,19 @@ type survey struct {
 	eligible, total float64
 	// tidRange is whether the server plans TID Range Scans (PostgreSQL 14 and later).
 	tidRange bool
-	// analyzed is whether the age column has statistics. Without them the planner's estimate of
-	// the eligible rows is a default selectivity (a third of the table for an age test), not an
-	// estimate: the pass keeps to the index path until autovacuum (or ANALYZE) has looked.
+	// analyzed is whether the age column has statistics that still describe the table. Without
+	// them the planner's estimate of the eligible rows is a default selectivity (a third of the
+	// table for an age test), not an estimate; and statistics taken before more than staleShare
+	// of the table changed (a drain by the previous run, most often) still count the rows it
+	// deleted. Either way the pass keeps to the index path, bounded whatever the share, until
+	// autovacuum (or ANALYZE) has looked again.
 	analyzed bool
 }
+
+// staleShare is the share of a table's rows that may have changed since its last ANALYZE
+// (pg_stat_get_mod_since_analyze against reltuples) before its statistics are called stale.
+// Autovacuum analyzes a table past 10% by default; twice that means it is behind.
+const staleShare = 0.2
 
 // share is the eligible share of the table as the planner sees it.
 func (sv survey) share() float64 {
@@ -104,13 +112,17 @@ func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff 
 		}
 		var blocks int64
 		var version int
+		var hasStats bool
+		var reltuples, mods float64
 		if err := tx.QueryRow(ctx, `SELECT c.relkind::text, pg_relation_size(c.oid) / current_setting('block_size')::bigint,
 			current_setting('server_version_num')::int,
-			EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2)
+			EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2),
+			c.reltuples, pg_stat_get_mod_since_analyze(c.oid)
 			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass`, quoteQualified(p.Table), p.AgeColumn).
-			Scan(&sv.kind, &blocks, &version, &sv.analyzed); err != nil {
+			Scan(&sv.kind, &blocks, &version, &hasStats, &reltuples, &mods); err != nil {
 			return fmt.Errorf("read table size: %w", err)
 		}
+		sv.analyzed = hasStats && mods <= staleShare*max(reltuples, 1)
 		sv.blocks = uint32(min(max(blocks, 0), math.MaxUint32))
 		sv.tidRange = version >= 140000
 		var err error

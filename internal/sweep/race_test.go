@@ -267,6 +267,13 @@ func TestAccountErasure(t *testing.T) {
 		if got := results[0].Deleted + results[1].Deleted; got != n {
 			t.Errorf("runs wiped %d + %d accounts, want %d in all", results[0].Deleted, results[1].Deleted, n)
 		}
+		// Per-row mode is its own path whatever the table: it locks each key (SKIP LOCKED)
+		// before calling the function, which must not run twice.
+		for _, res := range results {
+			if p := res.Passes[0].Path; p != string(sweep.PathPerRow) {
+				t.Errorf("path %q, want per-row", p)
+			}
+		}
 		checks := []struct {
 			what, sql string
 			want      int64

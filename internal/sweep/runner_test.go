@@ -338,6 +338,10 @@ func TestDryRun(t *testing.T) {
 		if p.Estimate < 1000 || p.Estimate > 1500 {
 			t.Errorf("estimate %d, want near 1234 after ANALYZE", p.Estimate)
 		}
+		// 1234 of 1244 rows eligible: the heap path (TestAccessPath has the rest).
+		if p.Path != string(sweep.PathHeap) {
+			t.Errorf("path %q, want heap", p.Path)
+		}
 		if old, _ := remaining(t, pool); old != 1234 {
 			t.Fatal("dry run deleted rows")
 		}
