@@ -18,6 +18,11 @@ type batch struct {
 	size int
 	rows int64
 	took time.Duration
+	// path, blocks and retried are the rail's (its debug line): the batch's access path, a heap
+	// batch's range in blocks, and whether it met a held row lock and ran again.
+	path    string
+	blocks  int
+	retried bool
 }
 
 // outcome is what one contestant did on its copy of the table.
@@ -38,6 +43,10 @@ type outcome struct {
 	wal int64
 	// foreign is the share of the machine's CPU that other tenants used during the window.
 	foreign float64
+	// path is the access path the rail's answers named (the last run's first pass); lockRetries
+	// sums their passes' lockRetries (C, and the engine in-process).
+	path        string
+	lockRetries int
 }
 
 func (o outcome) rowsPerSec() float64 { return float64(o.deleted) / o.elapsed.Seconds() }

@@ -27,6 +27,11 @@
 //	BENCH_VARIANT_ENV   "KEY=VALUE …": adds C′, the rail with these API settings, to every round
 //	BENCH_VARIANT_BIN   a folder with another build of api: adds C′ running it (with
 //	                    BENCH_VARIANT_ENV, if set), to measure an engine change side by side
+//	BENCH_PATHS         the paths run (paths.go), after the side-by-side one: "1" (default), "0"
+//	                    to leave it out, "only" to run it alone
+//	BENCH_SPARSE_ROWS   rows of the paths run's sparse table, 1% eligible (default 5000000)
+//	BENCH_CROSSOVER     1 to run the crossover run (crossover.go) instead: heap against index
+//	                    over the eligible share, which sets the engine's choice
 //	BENCH_OUT           the report to update (default docs/BENCHMARKS.md; "-" to only print)
 //	BENCH_COMMAND       the command recorded in the report (default "make bench")
 package main
@@ -66,6 +71,10 @@ type settings struct {
 	// API, run in every round next to C: how a proposed default or engine change is measured.
 	variantEnv []string
 	variantBin string
+	// sideBySide and paths say which runs make bench makes (BENCH_PATHS); crossover replaces
+	// them (BENCH_CROSSOVER); sparseRows sizes the paths run's sparse table.
+	sideBySide, paths, crossover bool
+	sparseRows                   int
 }
 
 // The sizes of the scale run: the "per-batch cost at 1M and at 5M rows".
@@ -82,6 +91,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 		out:         "docs/BENCHMARKS.md",
 		command:     "make bench",
 		rounds:      3,
+		sideBySide:  true,
+		paths:       true,
+		sparseRows:  5_000_000,
 	}
 	if s.databaseURL == "" {
 		return s, fmt.Errorf("BENCH_DATABASE_URL is required: the bench cluster's URL (make bench starts one)")
@@ -111,6 +123,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 	}
 	if v := environ["BENCH_VARIANT_BIN"]; v != "" {
 		s.variantBin = v
+	}
+	if err := loadPathsSettings(environ, &s); err != nil {
+		return s, err
 	}
 	switch v := environ["BENCH_SCALE"]; v {
 	case "", "0":
@@ -146,28 +161,47 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 	}
 	defer b.close()
 
-	var section, marker string
-	if s.scale {
+	write := func(section, marker string) error {
+		fmt.Fprintln(stdout, section)
+		if s.out != "-" {
+			if err := updateReport(s.out, marker, section); err != nil {
+				return err
+			}
+			b.logf("wrote %s", s.out)
+		}
+		return nil
+	}
+	switch {
+	case s.scale:
 		res, err := b.scaleRun(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderScale(b.machine, s, res), scaleMarker
-	} else {
+		return write(renderScale(b.machine, s, res), scaleMarker)
+	case s.crossover:
+		res, err := b.crossoverRun(ctx)
+		if err != nil {
+			return err
+		}
+		return write(renderCrossover(b.machine, s, res), crossoverMarker)
+	}
+	if s.sideBySide {
 		res, err := b.sideBySide(ctx)
 		if err != nil {
 			return err
 		}
 		res.elapsed = time.Since(began)
-		section, marker = renderSideBySide(b.machine, s, res), sideMarker
-	}
-	fmt.Fprintln(stdout, section)
-	if s.out != "-" {
-		if err := updateReport(s.out, marker, section); err != nil {
+		if err := write(renderSideBySide(b.machine, s, res), sideMarker); err != nil {
 			return err
 		}
-		b.logf("wrote %s", s.out)
+	}
+	if s.paths {
+		res, err := b.pathsRun(ctx)
+		if err != nil {
+			return err
+		}
+		return write(renderPaths(b.machine, s, res), pathsMarker)
 	}
 	return nil
 }

@@ -158,11 +158,15 @@ func parseBatchLine(line []byte) (batch, bool) {
 		Size    int      `json:"size"`
 		Deleted int64    `json:"deleted"`
 		TookMs  *float64 `json:"took_ms"`
+		Path    string   `json:"path"`
+		Blocks  int      `json:"blocks"`
+		Retried bool     `json:"retried"`
 	}
 	if err := json.Unmarshal(line, &rec); err != nil || rec.Msg != "sweep batch" || rec.TookMs == nil {
 		return batch{}, false
 	}
-	return batch{size: rec.Size, rows: rec.Deleted, took: time.Duration(*rec.TookMs * float64(time.Millisecond))}, true
+	return batch{size: rec.Size, rows: rec.Deleted, took: time.Duration(*rec.TookMs * float64(time.Millisecond)),
+		path: rec.Path, blocks: rec.Blocks, retried: rec.Retried}, true
 }
 
 func (p *railProc) logTail() string {
@@ -220,6 +224,10 @@ type cronReport struct {
 			BatchCount int    `json:"batchCount"`
 			DurationMs int64  `json:"durationMs"`
 			StopReason string `json:"stopReason"`
+			Passes     []struct {
+				Path        string `json:"path"`
+				LockRetries int    `json:"lockRetries"`
+			} `json:"passes"`
 		} `json:"answer"`
 	} `json:"routes"`
 	Error string `json:"error"`
@@ -229,6 +237,11 @@ type cronReport struct {
 // the next ticks of a schedule would after a truncated run. The elapsed time is every run's, from
 // the process start to its exit.
 func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
+	return b.sweepRailOnly(ctx, p, "notifications")
+}
+
+// sweepRailOnly is sweepRail for the sweep name.
+func (b *bench) sweepRailOnly(ctx context.Context, p *railProc, name string) (outcome, error) {
 	var o outcome
 	before := p.batchCount()
 	wantBatches := 0
@@ -236,7 +249,7 @@ func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
 		if o.runs == maxCronRuns {
 			return o, fmt.Errorf("the rail did not drain in %d sweepcron runs", maxCronRuns)
 		}
-		cmd := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "sweepcron"), "--only", "notifications", "--json")
+		cmd := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "sweepcron"), "--only", name, "--json")
 		cmd.Env = []string{"API_URL=http://" + p.addr, "INTERNAL_SIGNING_KEY=" + p.key}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -251,6 +264,12 @@ func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
 		r := rep.Routes[0]
 		o.deleted += r.Answer.Deleted
 		o.serverTime += time.Duration(r.Answer.DurationMs) * time.Millisecond
+		for i, ps := range r.Answer.Passes {
+			o.lockRetries += ps.LockRetries
+			if i == 0 {
+				o.path = ps.Path
+			}
+		}
 		wantBatches += r.Answer.BatchCount
 		switch r.Category {
 		case "truncated": // a backlog the next tick continues: run again

@@ -10,8 +10,5 @@ func WithTestKnobs(cfg Config, path Path, heapBlocks uint32, rowLockWait time.Du
 	return cfg
 }
 
-// HeapShare is the share of eligible rows from which a batched pass takes the heap path.
-const HeapShare = heapShare
-
 // HeapBatchSQL is pass p's heap-path batch in its first form.
 func HeapBatchSQL(p Pass) string { return buildStatements(p).heapBatch }

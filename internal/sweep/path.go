@@ -38,6 +38,9 @@ const (
 // tables with both paths forced, side by side in the same rounds.
 const heapShare = 0.10
 
+// HeapShare is heapShare, for the benchmark's report and tests.
+const HeapShare = heapShare
+
 // rowLockTimeout is the lock timeout of a batch's first attempt, which takes no row locks of its
 // own before deleting (capped by Settings.LockTimeout). A row another transaction holds makes that
 // attempt wait; past this it fails with 55P03 and the batch is retried once in the locking form,
