@@ -177,7 +177,8 @@ func renderCrossover(m machine, s settings, r crossoverResult) string {
 	fmt.Fprintf(&w, "One table of %s rows (notifications' width) with two indexed age columns; for each eligible share, a pass whose "+
 		"retention makes exactly that share eligible is swept by the engine in-process (API defaults, adaptive batches, no foreground) "+
 		"on each path forced, each on a fresh copy; %d rounds, medians of each round's ratio. \"auto\" is the path the engine chooses "+
-		"(heap from %.0f%% by the planner's estimate).\n\n", fmtCount(int64(r.rows)), r.rounds, 100*sweep.HeapShare)
+		"(heap from the planner's estimate of the share on, at a threshold between %.0f%% for an age in heap order and %.0f%% for one "+
+		"scattered, by the age column's correlation).\n\n", fmtCount(int64(r.rows)), r.rounds, 100*sweep.HeapShareOrdered, 100*sweep.HeapShareScattered)
 	for _, l := range crossoverLayouts {
 		fmt.Fprintf(&w, "**%s** (`%s`)\n\n", l.title, l.column)
 		w.WriteString("| eligible | rows | heap: time | heap: rows/s | index: time | index: rows/s | index ÷ heap (time) | faster | auto |\n")

@@ -32,14 +32,30 @@ const (
 	PathPartitions Path = "partitions"
 )
 
-// heapShare is the eligible share of a table (the planner's estimate of the eligible rows over its
-// estimate of all rows) from which a batched pass takes the heap path. It is measured, not
-// guessed: docs/BENCHMARKS.md, "The access path's crossover", swept the share on the bench's
-// tables with both paths forced, side by side in the same rounds.
-const heapShare = 0.10
+// The eligible share of a table (the planner's estimate of the eligible rows over its estimate of
+// all rows) from which a batched pass takes the heap path depends on how the age column follows
+// the heap, which the planner's statistics say (pg_stats.correlation). Where the age follows the
+// heap (|correlation| 1: an append-mostly table), the index path reads the heap in file order too
+// and stays cheap per row, and the heap path, which reads every block, wins only from about a
+// quarter of the table; where the age is scattered over the heap (correlation 0: a status-like or
+// updated-in-place age), every row the index path deletes is a random page, and the heap path
+// wins from 2%. Both ends are measured, not guessed: docs/BENCHMARKS.md, "The access path's
+// crossover", swept the share with both paths forced, side by side in the same rounds. Between
+// them the threshold moves with the correlation's square, as the planner moves an index scan's
+// cost between its random and its sequential bound.
+const (
+	// HeapShareOrdered is the threshold at |correlation| 1.
+	HeapShareOrdered = 0.25
+	// HeapShareScattered is the threshold at correlation 0.
+	HeapShareScattered = 0.02
+)
 
-// HeapShare is heapShare, for the benchmark's report and tests.
-const HeapShare = heapShare
+// heapShare is the threshold at correlation: see HeapShareOrdered. Without statistics the
+// correlation is taken as 1, which favours the index path.
+func heapShare(correlation float64) float64 {
+	c2 := min(correlation*correlation, 1)
+	return HeapShareScattered + (HeapShareOrdered-HeapShareScattered)*c2
+}
 
 // rowLockTimeout is the lock timeout of a batch's first attempt, which takes no row locks of its
 // own before deleting (capped by Settings.LockTimeout). A row another transaction holds makes that
@@ -58,6 +74,9 @@ type survey struct {
 	blocks uint32
 	// eligible and total are the planner's estimates of the eligible rows and of all rows.
 	eligible, total float64
+	// correlation is the age column's, between its order and the heap's (pg_stats; 1 when
+	// unknown).
+	correlation float64
 	// tidRange is whether the server plans TID Range Scans (PostgreSQL 14 and later).
 	tidRange bool
 	// analyzed is whether the age column has statistics that still describe the table. Without
@@ -95,7 +114,7 @@ func (sv survey) choose(forced Path) Path {
 		return PathIndex
 	case forced == PathHeap || forced == PathIndex:
 		return forced
-	case sv.analyzed && sv.blocks > 0 && sv.share() >= heapShare:
+	case sv.analyzed && sv.blocks > 0 && sv.share() >= heapShare(sv.correlation):
 		return PathHeap
 	}
 	return PathIndex
@@ -116,16 +135,24 @@ func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff 
 		var blocks int64
 		var version int
 		var hasStats bool
+		var correlation *float64
 		var reltuples, mods float64
 		if err := tx.QueryRow(ctx, `SELECT c.relkind::text, pg_relation_size(c.oid) / current_setting('block_size')::bigint,
-			current_setting('server_version_num')::int,
-			EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2),
+			current_setting('server_version_num')::int, s.attname IS NOT NULL, s.correlation,
 			c.reltuples, pg_stat_get_mod_since_analyze(c.oid)
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass`, quoteQualified(p.Table), p.AgeColumn).
-			Scan(&sv.kind, &blocks, &version, &hasStats, &reltuples, &mods); err != nil {
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			LEFT JOIN LATERAL (SELECT s.attname, s.correlation FROM pg_stats s
+			                    WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2
+			                    ORDER BY s.inherited LIMIT 1) s ON true
+			WHERE c.oid = $1::regclass`, quoteQualified(p.Table), p.AgeColumn).
+			Scan(&sv.kind, &blocks, &version, &hasStats, &correlation, &reltuples, &mods); err != nil {
 			return fmt.Errorf("read table size: %w", err)
 		}
 		sv.analyzed = hasStats && mods <= staleShare*max(reltuples, 1)
+		sv.correlation = 1
+		if correlation != nil {
+			sv.correlation = *correlation
+		}
 		sv.blocks = uint32(min(max(blocks, 0), math.MaxUint32))
 		sv.tidRange = version >= 140000
 		var err error
@@ -162,9 +189,13 @@ func isRowLockConflict(err error) bool {
 // and the pass ends at end, the table's size when the pass started.
 type heapRange struct {
 	next, end, blocks uint32
-	// floor is the eligible rows per block the sizing assumes at least: the planner's estimate
-	// of the table's density times heapShare's margin, so that a run of empty blocks cannot grow
-	// a range past what MaxBatchSize allows should the rows come back dense.
+	// floor is the eligible rows per block the sizing assumes at least, so that a stretch of
+	// blocks without eligible rows cannot grow a range far past MaxBatchSize rows should the
+	// next blocks be dense: half the planner's share, and at least half HeapShareOrdered, of the
+	// table's rows per block. (Below HeapShareOrdered the heap path is taken only where the age
+	// is scattered, so the eligible rows are spread evenly; a dense stretch after an empty one
+	// is the ordered layout's, at HeapShareOrdered or more.) A range then holds at most
+	// 2 / max(share, HeapShareOrdered) times MaxBatchSize rows, 8 times at worst, once.
 	floor float64
 	// visited and deleted are the pass's blocks and rows so far: the observed density.
 	visited uint64
@@ -180,7 +211,7 @@ func newHeapRange(sv survey, firstRows int) heapRange {
 	perBlock := 0.0
 	if sv.blocks > 0 {
 		perBlock = sv.total / float64(sv.blocks)
-		h.floor = perBlock * heapShare / 2
+		h.floor = perBlock * max(sv.share(), HeapShareOrdered) / 2
 	}
 	h.blocks = blocksFor(firstRows, perBlock)
 	return h

@@ -44,8 +44,8 @@ func TestAccessPath(t *testing.T) {
 		want            sweep.Path
 	}{
 		{"dense: heap", 1800, 200, sweep.PathHeap},
-		{"twice the crossover: heap", int(2 * sweep.HeapShare * 2000), 2000 - int(2*sweep.HeapShare*2000), sweep.PathHeap},
-		{"half the crossover: index", int(sweep.HeapShare / 2 * 2000), 2000 - int(sweep.HeapShare/2*2000), sweep.PathIndex},
+		{"age in heap order, past its crossover: heap", 750, 1250, sweep.PathHeap}, // 37.5%, 1.5 × HeapShareOrdered
+		{"age in heap order, short of it: index", 330, 1670, sweep.PathIndex},      // 16.5%, HeapShareOrdered ÷ 1.5
 		{"sparse: index", 20, 1980, sweep.PathIndex},
 	}
 	for _, tt := range tests {
@@ -61,6 +61,32 @@ func TestAccessPath(t *testing.T) {
 			}
 		})
 	}
+
+	// The same share, 3 times HeapShareScattered, takes the heap path when the ages are scattered
+	// over the heap and the index path when they follow it.
+	t.Run("scattered ages take the heap path from a lower share", func(t *testing.T) {
+		t.Parallel()
+		for _, layout := range []struct {
+			order string
+			want  sweep.Path
+		}{{"random()", sweep.PathHeap}, {"i", sweep.PathIndex}} {
+			pool := dbtest.Pool(t)
+			at := dbNow(t, pool)
+			exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'n@example.com')`)
+			// 6% of the rows eligible, in heap order or at random places.
+			exec(t, pool, `INSERT INTO notifications (account_id, kind, body, read_at)
+				SELECT '00000000-0000-0000-0000-000000000001', 'mention', 'row ' || i, r.read_at
+				FROM generate_series(1, 5000) i
+				CROSS JOIN LATERAL (SELECT CASE WHEN i <= 300 THEN $1::timestamptz - interval '31 days' ELSE $1::timestamptz - interval '1 day' END
+				                           - i * interval '1 second' AS read_at) r
+				ORDER BY `+layout.order, at)
+			exec(t, pool, "ANALYZE notifications")
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+			if res := run(t, r, "notifications"); res.Passes[0].Path != string(layout.want) || res.Deleted != 300 {
+				t.Errorf("rows inserted in %s order: %+v, want 300 deleted on the %s path", layout.order, res.Passes[0], layout.want)
+			}
+		}
+	})
 
 	t.Run("a table never analyzed takes the index path", func(t *testing.T) {
 		t.Parallel()
