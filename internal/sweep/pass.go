@@ -206,7 +206,7 @@ func (pr *passRun) batch() (batchResult, error) {
 	case PathHeap, PathIndex:
 	default:
 		var b batchResult
-		err := pr.inTx(pr.r.cfg.Settings.LockTimeout, func(ctx context.Context, tx pgx.Tx) (err error) {
+		err := pr.inTx(pr.r.cfg.Settings.LockTimeout, false, func(ctx context.Context, tx pgx.Tx) (err error) {
 			b, err = pr.modeBatch(ctx, tx)
 			return err
 		})
@@ -218,7 +218,7 @@ func (pr *passRun) batch() (batchResult, error) {
 		from, to = pr.heap.take()
 	}
 	attempt := func(lockTimeout time.Duration, lock bool) (b batchResult, err error) {
-		err = pr.inTx(lockTimeout, func(ctx context.Context, tx pgx.Tx) (err error) {
+		err = pr.inTx(lockTimeout, pr.path == PathIndex, func(ctx context.Context, tx pgx.Tx) (err error) {
 			if pr.path == PathHeap {
 				b, err = pr.heapBatch(ctx, tx, from, to, lock)
 			} else {
@@ -239,8 +239,13 @@ func (pr *passRun) batch() (batchResult, error) {
 }
 
 // inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
-// and commits it.
-func (pr *passRun) inTx(lockTimeout time.Duration, fn func(ctx context.Context, tx pgx.Tx) error) error {
+// and commits it. ordered prices out sorts and bitmap scans in the transaction, for the index
+// path: its batch select then reads the age index in order, a batch of entries, as the policy
+// check's index verdict plans it. Left to its estimates the planner may read every remaining
+// eligible row through a bitmap and sort them for the batch's LIMIT, and every batch re-reads
+// what is left of the backlog (docs/BENCHMARKS.md, "What was tried" 9: a 1% backlog scattered
+// over 5M rows, where a redundant `read_at IS NOT NULL` made it guess 20 times too few rows).
+func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	s := pr.r.cfg.Settings
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
 	// statement timeout fires first in every other case.
@@ -260,8 +265,10 @@ func (pr *passRun) inTx(lockTimeout time.Duration, fn func(ctx context.Context, 
 	// under a millisecond.
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
 		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', 'off', true),
-		set_config('plan_cache_mode', 'force_custom_plan', true)`,
-		ms(s.StatementTimeout), ms(lockTimeout), ms(2*s.StatementTimeout)); err != nil {
+		set_config('plan_cache_mode', 'force_custom_plan', true),
+		set_config('enable_sort', CASE WHEN $4 THEN 'off' ELSE current_setting('enable_sort') END, true),
+		set_config('enable_bitmapscan', CASE WHEN $4 THEN 'off' ELSE current_setting('enable_bitmapscan') END, true)`,
+		ms(s.StatementTimeout), ms(lockTimeout), ms(2*s.StatementTimeout), ordered); err != nil {
 		return fmt.Errorf("set batch timeouts: %w", err)
 	}
 	if err := fn(ctx, tx); err != nil {
