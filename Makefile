@@ -49,9 +49,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## bench: the rail side by side with a monolithic DELETE and ordered batches, on its own
-## PostgreSQL with fsync on; writes docs/BENCHMARKS.md. BENCH_ROWS=N sizes the table (default
-## 1000000); BENCH_SCALE=1 runs the 1M/5M scale run instead. The cluster is stopped at the end.
+## bench: the rail side by side with a monolithic DELETE and ordered batches, then each access
+## path on a dense, a sparse, a job-queue and a locked table, on its own PostgreSQL with fsync on;
+## writes docs/BENCHMARKS.md. BENCH_ROWS=N sizes the tables (default 1000000), BENCH_SPARSE_ROWS
+## the sparse one (5000000); BENCH_PATHS=0 leaves the paths run out; BENCH_SCALE=1 runs the 1M/5M
+## scale run instead, BENCH_CROSSOVER=1 the paths' crossover. The cluster is stopped at the end.
 bench:
 	@mkdir -p bin; $(GO) build -o bin/ ./cmd/...; \
 	export PG_DIR="$(CURDIR)/.tmp/pg-bench" PG_FSYNC=on; \
