@@ -273,7 +273,7 @@ func renderScale(m machine, s settings, r scaleResult) string {
 	header(&w, "Scale: per-batch cost at 1M and 5M rows", m, s, "BENCH_SCALE=1", r.elapsed)
 	fmt.Fprintf(&w, "Each size is seeded the same way (80%% eligible) and swept twice on fresh copies, without foreground: "+
 		"by the engine in-process with every batch at BATCH_SIZE=%d (so batch durations compare directly), and by the rail end to end "+
-		"(adaptive batches grow until they take BATCH_TARGET or reach the 50,000-row cap, at any size, so the comparable figure is the cost per row).\n\n", r.fixedSize)
+		"(adaptive batches grow until they take BATCH_TARGET or reach the 20,000-row cap, at any size, so the comparable figure is the cost per row).\n\n", r.fixedSize)
 	w.WriteString("| rows | eligible | fixed: batches | fixed: batch p50 | fixed: p99 | fixed: max | rail: time | rail: batches | rail: batch p50 | rail: rows/batch p50 | rail: µs/row p50 | rail: longest txn |\n")
 	w.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range r.points {
