@@ -159,7 +159,7 @@ func (b *bench) sparseTemplate(ctx context.Context, rows int) (string, int64, er
 func (b *bench) queueTemplate(ctx context.Context, rows int) (string, int64, error) {
 	ddl, err := os.ReadFile(riverSchemaFile)
 	if err != nil {
-		return "", 0, fmt.Errorf("River's schema: %w (run the bench from the repository's root)", err)
+		return "", 0, fmt.Errorf("read River's schema: %w (run the bench from the repository's root)", err)
 	}
 	name := fmt.Sprintf("sweepbench_queue_%d", rows)
 	conn, asOf, err := b.newTemplate(ctx, name)
