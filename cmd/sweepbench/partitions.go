@@ -56,12 +56,6 @@ sweeps:
         retention: 30d
         mode: partitions
         boundary: keep
-  - name: events-batched
-    passes:
-      - name: expired
-        table: events
-        age_column: at
-        retention: 30d
 `
 
 // leaseLogSQL records every run's reference time in the contestant's copy. The runner takes the
@@ -377,8 +371,9 @@ func (b *bench) partContestants(policyFile string) []partContestant {
 		{contestant: contestant{key: "K", db: "part_k", name: "pg_partman: `run_maintenance()`, retention 30 days",
 			setup: partmanSetup(&partmanCutoff)}, rule: rulePartman, drops: rulePartman,
 			cutoff: func(context.Context, *pgx.Conn) (time.Time, error) { return partmanCutoff, nil }},
-		{contestant: contestant{key: "B", db: "part_b", name: "the rail, `mode: batched` (the same rows, deleted in batches)",
-			setup: b.railSetupSweep(b.s.binDir, "events-batched", env)}, rule: ruleRows, cutoff: railCutoff},
+		// No batched contestant: a batched pass on a partitioned table is refused by the policy check
+		// (its batches pick rows by ctid, which repeats across partitions; this run caught one batch
+		// of 1000 deleting 71000 rows and the pass answering exhausted with 1M eligible rows left).
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,11 +64,73 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		pr.out.StopReason = wire.StopExhausted
 		return pr.out, nil
 	}
-	dropped, batches := pr.out.PartitionsDropped, pr.out.BatchCount
-	res, err := pr.run()
-	res.PartitionsDropped += dropped
-	res.BatchCount += batches
-	return res, err
+	// The boundary's rows go by the batched engine, one leaf partition at a time: a batch picks
+	// rows by ctid, which is unique within a partition only, so a batch on the parent would
+	// delete the rows of every partition that share a picked ctid (make bench caught a batch of
+	// 1000 deleting 71000), outrun its keyset cursor, and answer exhausted with eligible rows left.
+	total := pr.out
+	kind := pr.kind()
+	for _, part := range cut.Boundary() {
+		leaf := *pr
+		leaf.p.Table = unquoteQualified(part.Name)
+		leaf.st = buildStatements(leaf.p, kind)
+		leaf.after = nil
+		res, err := leaf.run()
+		total.Deleted += res.Deleted
+		total.Archived += res.Archived
+		total.BatchCount += res.BatchCount
+		total.ThrottledMs += res.ThrottledMs
+		total.StopReason = res.StopReason
+		if err != nil || res.StopReason != wire.StopExhausted {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// kind is the kind of age column the run's statements of this pass were built for.
+func (pr *passRun) kind() ageKind {
+	for _, byKind := range pr.r.stmts[pr.sweep] {
+		for k := range byKind {
+			if byKind[k] == pr.st {
+				return ageKind(k)
+			}
+		}
+	}
+	return 0
+}
+
+// unquoteQualified turns a name as partition.List writes it (schema.name, each part quoted
+// where needed) back into the bare form a Pass names a table by.
+func unquoteQualified(name string) string {
+	var parts []string
+	for rest := name; rest != ""; {
+		var part string
+		if strings.HasPrefix(rest, `"`) {
+			end := 1
+			for end < len(rest) {
+				if rest[end] == '"' {
+					if end+1 < len(rest) && rest[end+1] == '"' {
+						end += 2
+						continue
+					}
+					break
+				}
+				end++
+			}
+			part = strings.ReplaceAll(rest[1:min(end, len(rest))], `""`, `"`)
+			rest = rest[min(end+1, len(rest)):]
+		} else {
+			i := strings.IndexByte(rest, '.')
+			if i < 0 {
+				i = len(rest)
+			}
+			part, rest = rest[:i], rest[i:]
+		}
+		parts = append(parts, part)
+		rest = strings.TrimPrefix(rest, ".")
+	}
+	return strings.Join(parts, ".")
 }
 
 // dryRunPartitions lists the partitions a run would drop, with their row estimates, and counts

@@ -129,6 +129,35 @@ func TestPartitionsMode(t *testing.T) {
 		}
 	})
 
+	t.Run("the boundary's rows in the straddling and the default partition, exactly, a leaf at a time", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)")
+		exec(t, pool, "CREATE INDEX ON events (at)")
+		// One partition straddles the cutoff (now - 5d); the default holds old rows too. Both fill
+		// their pages alike, so their rows share ctids: a batch picking ctids on the parent
+		// would take the other partition's rows too.
+		exec(t, pool, `CREATE TABLE events_straddle PARTITION OF events
+			FOR VALUES FROM (now() - interval '6 days') TO (now() - interval '4 days')`)
+		exec(t, pool, "CREATE TABLE events_default PARTITION OF events DEFAULT")
+		exec(t, pool, `INSERT INTO events SELECT i, now() - interval '6 days' + i * interval '1 minute' FROM generate_series(1, 2000) i`)
+		exec(t, pool, `INSERT INTO events SELECT i, now() - interval '30 days' - i * interval '1 minute' FROM generate_series(1, 2000) i`)
+		exec(t, pool, "ANALYZE events")
+		at := dbNow(t, pool)
+		want := count(t, pool, "SELECT count(*) FROM events WHERE at < $1::timestamptz - interval '5 days'", at)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: load(t, eventsPolicy), Settings: fixed(settings(), 100), AsOf: fixedAsOf(at)})
+		res := run(t, r, "events")
+		if res.StopReason != wire.StopExhausted || res.Deleted != want {
+			t.Fatalf("run %+v: deleted %d, want the %d boundary rows", res, res.Deleted, want)
+		}
+		if n := count(t, pool, "SELECT count(*) FROM events WHERE at < $1::timestamptz - interval '5 days'", at); n != 0 {
+			t.Fatalf("%d boundary rows left", n)
+		}
+		if n := count(t, pool, "SELECT count(*) FROM events"); n != 4000-want {
+			t.Fatalf("%d rows left, want %d", n, 4000-want)
+		}
+	})
+
 	t.Run("archive_schema: expired partitions moved, whole, not dropped", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
@@ -188,6 +217,17 @@ func TestPartitionsMode(t *testing.T) {
 		specs := load(t, block)
 		if p := specs[0].Passes[0]; p.Mode != sweep.ModePartitions || p.Boundary != sweep.BoundaryDelete {
 			t.Fatalf("pass %+v", p)
+		}
+	})
+
+	t.Run("the check refuses batched mode on a partitioned table", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)")
+		exec(t, pool, "CREATE INDEX ON events (at)")
+		_, err := (&sweep.Policy{Specs: load(t, strings.Replace(eventsPolicy, "        mode: partitions\n", "", 1))}).Check(ctx, pool)
+		if err == nil || !strings.Contains(err.Error(), `table "events" is partitioned, and a batch picks its rows by ctid`) {
+			t.Fatalf("check: %v", err)
 		}
 	})
 

@@ -82,6 +82,8 @@ type tableInfo struct {
 	problem string
 	oid     uint32
 	columns []columnInfo
+	// partitioned: a partitioned table (relkind p), whose rows' ctids repeat across partitions.
+	partitioned bool
 }
 
 type columnInfo struct {
@@ -160,6 +162,11 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 	}
 	if tbl.problem != "" {
 		c.fail(sweep, p.Name, "table", "table %q %s", p.Table, tbl.problem)
+		return nil
+	}
+	if tbl.partitioned && (p.Mode == ModeBatched || p.Mode == "") {
+		// A batch picks its rows by ctid, which is unique within one partition only.
+		c.fail(sweep, p.Name, "mode", "table %q is partitioned, and a batch picks its rows by ctid, which repeats across partitions: use mode: partitions (expired partitions dropped whole, the boundary's rows deleted a partition at a time), or sweep each partition with a pass of its own", p.Table)
 		return nil
 	}
 	if age, ok := tbl.column(p.AgeColumn); !ok {
@@ -439,7 +446,7 @@ func (c *checker) table(ctx context.Context, name string) (*tableInfo, error) {
 	case kind != "r" && kind != "p":
 		t.problem = fmt.Sprintf("is %s, not a table: name the table it stands for", relkindName(kind))
 	default:
-		t.oid = oid
+		t.oid, t.partitioned = oid, kind == "p"
 		if t.columns, err = c.columns(ctx, oid); err != nil {
 			return nil, fmt.Errorf("read columns of %q: %w", name, err)
 		}
