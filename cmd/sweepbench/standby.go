@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sweeprail/sweeprail/internal/pgserver"
 )
 
 // standby is a streaming hot standby of the bench cluster, on loopback, made by pg_basebackup -R:
@@ -49,7 +48,7 @@ const standbyStatusInterval = "1s"
 // the primary's fsync and shared_buffers, so that its replay costs what a real standby's would.
 // As root, the copy and the server run as user postgres, which PostgreSQL requires.
 func startStandby(ctx context.Context, primaryURL string) (s *standby, err error) {
-	bindir, err := pgBindir()
+	bindir, err := pgserver.Bindir()
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +56,7 @@ func startStandby(ctx context.Context, primaryURL string) (s *standby, err error
 	if err != nil {
 		return nil, fmt.Errorf("parse the primary's URL: %w", err)
 	}
-	dir, err := ownedTempDir("sweepbench-standby-")
+	dir, err := pgserver.OwnedTempDir("sweepbench-standby-")
 	if err != nil {
 		if dir != "" {
 			_ = os.RemoveAll(dir)
@@ -92,11 +91,11 @@ func startStandby(ctx context.Context, primaryURL string) (s *standby, err error
 	data, logFile := filepath.Join(dir, "data"), filepath.Join(dir, "log")
 	// pg_basebackup ignores the URL's database name; -R writes the rest of it into the copy's
 	// primary_conninfo. -c fast checkpoints at once; -X stream copies the WAL written meanwhile.
-	if out, err := asOwner(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", primaryURL, "-D", data,
+	if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", primaryURL, "-D", data,
 		"-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
 		return s, fmt.Errorf("pg_basebackup: %w\n%s", err, out)
 	}
-	port, err := freePort()
+	port, err := pgserver.FreePort()
 	if err != nil {
 		return s, err
 	}
@@ -108,7 +107,7 @@ func startStandby(ctx context.Context, primaryURL string) (s *standby, err error
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
 		opts = append(opts, "-c "+name+"="+settings[name])
 	}
-	if out, err := asOwner(ctx, filepath.Join(bindir, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",
+	if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",
 		"start", "-o", strings.Join(opts, " ")); err != nil {
 		tail, _ := os.ReadFile(logFile)
 		return s, fmt.Errorf("start the standby: %w\n%s\n%s", err, out, tail)
@@ -149,7 +148,7 @@ func (s *standby) stop() {
 	if _, err := os.Stat(filepath.Join(data, "postmaster.pid")); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, _ = asOwner(ctx, filepath.Join(s.bindir, "pg_ctl"), "-D", data, "-w", "-t", "60", "-m", "immediate", "stop")
+		_, _ = pgserver.AsOwner(ctx, filepath.Join(s.bindir, "pg_ctl"), "-D", data, "-w", "-t", "60", "-m", "immediate", "stop")
 	}
 	_ = os.RemoveAll(s.dir)
 }
@@ -295,68 +294,4 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	case <-timer.C:
 		return true
 	}
-}
-
-// ownedTempDir makes a temporary folder that the server's user owns and can reach (as root:
-// postgres, under /tmp, which it can enter).
-func ownedTempDir(prefix string) (string, error) {
-	dir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return dir, err
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return dir, fmt.Errorf("user postgres (apt-get install postgresql creates it): %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return dir, err
-		}
-	}
-	return dir, nil
-}
-
-// asOwner runs a server program, as user postgres when we are root (PostgreSQL refuses root),
-// from "/", a folder that user can enter, as scripts/pg does.
-func asOwner(ctx context.Context, prog string, args ...string) ([]byte, error) {
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres", "--", prog}, args...)
-		prog = "runuser"
-	}
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = "/"
-	return cmd.CombinedOutput()
-}
-
-// pgBindir is the newest installed server's bin folder, else pg_ctl's on PATH: scripts/pg's choice.
-func pgBindir() (string, error) {
-	if matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(matches) > 0 {
-		major := func(p string) int {
-			n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
-			return n
-		}
-		slices.SortFunc(matches, func(a, b string) int { return major(a) - major(b) })
-		return filepath.Dir(matches[len(matches)-1]), nil
-	}
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if p, err = filepath.EvalSymlinks(p); err == nil {
-			return filepath.Dir(p), nil
-		}
-	}
-	return "", errors.New("pg_ctl not found (scripts/pg start installs PostgreSQL)")
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -2,21 +2,17 @@ package dbtest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sweeprail/sweeprail/internal/pgserver"
 )
 
 // ColdServer is a second PostgreSQL server of one test's own, on a loopback port that it keeps
@@ -39,7 +35,7 @@ type ColdServer struct {
 func StartColdServer(t testing.TB) *ColdServer {
 	t.Helper()
 	ServerURL(t)
-	bindir, err := coldBindir()
+	bindir, err := pgserver.Bindir()
 	if err != nil {
 		t.Fatalf("dbtest: cold server: %v", err)
 	}
@@ -48,21 +44,19 @@ func StartColdServer(t testing.TB) *ColdServer {
 		t.Fatalf("dbtest: cold server: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := coldOwn(dir); err != nil {
+	if err := pgserver.Own(dir); err != nil {
 		t.Fatalf("dbtest: cold server: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := pgserver.FreePort()
 	if err != nil {
-		t.Fatalf("dbtest: cold server: find a free port: %v", err)
+		t.Fatalf("dbtest: cold server: %v", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	s := &ColdServer{Port: port, dir: dir, bindir: bindir,
 		URL: (&url.URL{Scheme: "postgres", User: url.User("postgres"), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			Path: "/postgres", RawQuery: "sslmode=disable"}).String()}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if out, err := coldAsOwner(ctx, filepath.Join(bindir, "initdb"), "-D", s.data(), "-U", "postgres", "--auth=trust",
+	if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "initdb"), "-D", s.data(), "-U", "postgres", "--auth=trust",
 		"--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"); err != nil {
 		t.Fatalf("dbtest: cold server: initdb: %v\n%s", err, out)
 	}
@@ -84,7 +78,7 @@ func (s *ColdServer) running() bool {
 }
 
 func (s *ColdServer) pgctl(ctx context.Context, args ...string) ([]byte, error) {
-	return coldAsOwner(ctx, filepath.Join(s.bindir, "pg_ctl"), append([]string{"-D", s.data(), "-w", "-t", "60"}, args...)...)
+	return pgserver.AsOwner(ctx, filepath.Join(s.bindir, "pg_ctl"), append([]string{"-D", s.data(), "-w", "-t", "60"}, args...)...)
 }
 
 // Start starts the server on its port, and returns once it accepts connections. Another process
@@ -129,50 +123,4 @@ func (s *ColdServer) Database(t testing.TB, name string) string {
 		t.Fatalf("dbtest: cold server: %v", err)
 	}
 	return u
-}
-
-// coldOwn gives dir to the server's user when we are root (it must own its data folder), and
-// opens it to be entered.
-func coldOwn(dir string) error {
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
-	}
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return fmt.Errorf("user postgres (apt-get install postgresql creates it): %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return os.Chown(dir, uid, gid)
-}
-
-// coldAsOwner runs a server program, as user postgres when we are root, from "/", which that
-// user can enter (scripts/pg's as_owner).
-func coldAsOwner(ctx context.Context, prog string, args ...string) ([]byte, error) {
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres", "--", prog}, args...)
-		prog = "runuser"
-	}
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = "/"
-	return cmd.CombinedOutput()
-}
-
-// coldBindir is the newest installed server's bin folder, else pg_ctl's on PATH: scripts/pg's
-// choice, so that both servers of a test are the same version.
-func coldBindir() (string, error) {
-	if matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(matches) > 0 {
-		major := func(p string) int { n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p)))); return n }
-		slices.SortFunc(matches, func(a, b string) int { return major(a) - major(b) })
-		return filepath.Dir(matches[len(matches)-1]), nil
-	}
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if p, err = filepath.EvalSymlinks(p); err == nil {
-			return filepath.Dir(p), nil
-		}
-	}
-	return "", errors.New("pg_ctl not found (scripts/pg start installs PostgreSQL)")
 }

@@ -3,14 +3,12 @@ package dbtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sweeprail/sweeprail/internal/pgserver"
 	"github.com/sweeprail/sweeprail/migrations"
 )
 
@@ -122,7 +121,7 @@ func StartStandby(t testing.TB, primaryURL string) *Standby {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bindir, err := pgBindir()
+	bindir, err := pgserver.Bindir()
 	if err != nil {
 		t.Fatalf("dbtest: standby: %v", err)
 	}
@@ -155,7 +154,7 @@ func StartStandby(t testing.TB, primaryURL string) *Standby {
 		}
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if out, err := asOwner(stopCtx, filepath.Join(bindir, "pg_ctl"), "-D", data, "-w", "-t", "60", "-m", "immediate", "stop"); err != nil {
+		if out, err := pgserver.AsOwner(stopCtx, filepath.Join(bindir, "pg_ctl"), "-D", data, "-w", "-t", "60", "-m", "immediate", "stop"); err != nil {
 			t.Errorf("dbtest: stop standby: %v\n%s", err, out)
 		}
 	})
@@ -163,11 +162,11 @@ func StartStandby(t testing.TB, primaryURL string) *Standby {
 	// pg_basebackup ignores the URL's database name; -R writes the rest of the URL into the
 	// copy's primary_conninfo. -c fast checkpoints at once rather than waiting for a spread
 	// checkpoint; -X stream copies the WAL written meanwhile.
-	if out, err := asOwner(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", primaryURL, "-D", data,
+	if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", primaryURL, "-D", data,
 		"-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
 		t.Fatalf("dbtest: pg_basebackup: %v\n%s", err, out)
 	}
-	port, err := freePort()
+	port, err := pgserver.FreePort()
 	if err != nil {
 		t.Fatalf("dbtest: standby: %v", err)
 	}
@@ -179,7 +178,7 @@ func StartStandby(t testing.TB, primaryURL string) *Standby {
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
 		opts = append(opts, "-c "+name+"="+settings[name])
 	}
-	if out, err := asOwner(ctx, filepath.Join(bindir, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",
+	if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "pg_ctl"), "-D", data, "-l", logFile, "-w", "-t", "60",
 		"start", "-o", strings.Join(opts, " ")); err != nil {
 		logTail, _ := os.ReadFile(logFile)
 		t.Fatalf("dbtest: start standby: %v\n%s\n%s", err, out, logTail)
@@ -275,69 +274,14 @@ func (s *Standby) exec(t testing.TB, sql string) {
 // postgres, under /tmp, which it can enter), removed when the test ends.
 func ownedTempDir(t testing.TB, prefix string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", prefix)
+	dir, err := pgserver.OwnedTempDir(prefix)
+	if dir != "" {
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	}
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("dbtest: user postgres (apt-get install postgresql creates it): %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatalf("dbtest: %v", err)
-		}
 	}
 	return dir
-}
-
-// asOwner runs a server program, as user postgres when we are root (PostgreSQL refuses root),
-// from "/", a folder that user can enter, as scripts/pg's as_owner does.
-func asOwner(ctx context.Context, prog string, args ...string) ([]byte, error) {
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres", "--", prog}, args...)
-		prog = "runuser"
-	}
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = "/"
-	return cmd.CombinedOutput()
-}
-
-// pgBindir is the newest installed server's bin folder, else pg_ctl's on PATH: scripts/pg's choice.
-func pgBindir() (string, error) {
-	if matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(matches) > 0 {
-		slices.SortFunc(matches, func(a, b string) int { return pgMajor(a) - pgMajor(b) })
-		return filepath.Dir(matches[len(matches)-1]), nil
-	}
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if p, err = filepath.EvalSymlinks(p); err == nil {
-			return filepath.Dir(p), nil
-		}
-	}
-	return "", errors.New("pg_ctl not found (scripts/pg start installs PostgreSQL)")
-}
-
-// pgMajor reads the major version out of /usr/lib/postgresql/<major>/bin/pg_ctl; 0 if none.
-func pgMajor(path string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
-	return n
-}
-
-// freePort asks the kernel for a free loopback port. Another process may take it before the
-// server binds it; the start then fails loudly rather than silently sharing a port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // scriptPath finds scripts/pg from the test's working folder (its package), up to the module root.

@@ -158,18 +158,18 @@ func readAgeKinds(ctx context.Context, pool *pgxpool.Pool, passes []Pass) ([]age
 }
 
 // statementsFor returns the statements of each pass of sweep name for its age column's type as
-// the catalog has it now.
-func (r *Runner) statementsFor(ctx context.Context, name string) ([]statements, error) {
+// the catalog has it now, and that type.
+func (r *Runner) statementsFor(ctx context.Context, name string) ([]statements, []ageKind, error) {
 	spec := r.byName[name]
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Settings.StatementTimeout)
 	defer cancel()
 	kinds, err := readAgeKinds(ctx, r.cfg.Pool, spec.Passes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]statements, len(spec.Passes))
 	for i, k := range kinds {
 		out[i] = r.stmts[name][i][k]
 	}
-	return out, nil
+	return out, kinds, nil
 }

@@ -28,7 +28,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
-	sts, err := r.statementsFor(ctx, name)
+	sts, _, err := r.statementsFor(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}

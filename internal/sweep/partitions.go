@@ -69,11 +69,10 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	// delete the rows of every partition that share a picked ctid (make bench caught a batch of
 	// 1000 deleting 71000), outrun its keyset cursor, and answer exhausted with eligible rows left.
 	total := pr.out
-	kind := pr.kind()
 	for _, part := range cut.Boundary() {
 		leaf := *pr
 		leaf.p.Table = unquoteQualified(part.Name)
-		leaf.st = buildStatements(leaf.p, kind)
+		leaf.st = buildStatements(leaf.p, pr.kind)
 		leaf.after = nil
 		res, err := leaf.run()
 		total.Deleted += res.Deleted
@@ -86,18 +85,6 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		}
 	}
 	return total, nil
-}
-
-// kind is the kind of age column the run's statements of this pass were built for.
-func (pr *passRun) kind() ageKind {
-	for _, byKind := range pr.r.stmts[pr.sweep] {
-		for k := range byKind {
-			if byKind[k] == pr.st {
-				return ageKind(k)
-			}
-		}
-	}
-	return 0
 }
 
 // unquoteQualified turns a name as partition.List writes it (schema.name, each part quoted

@@ -17,9 +17,12 @@ type passRun struct {
 	db  context.Context // the database work's context, never cancelled by shutdown
 	log *slog.Logger
 
-	sweep    string
-	p        Pass
-	st       statements
+	sweep string
+	p     Pass
+	st    statements
+	// kind is the type of the age column st was built for (a partitions pass builds its leaf
+	// partitions' statements for it).
+	kind     ageKind
 	cutoff   time.Time
 	deadline time.Time
 	opts     Options

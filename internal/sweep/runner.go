@@ -239,7 +239,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
 	}
-	sts, err := r.statementsFor(db, name)
+	sts, kinds, err := r.statementsFor(db, name)
 	if err != nil {
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
@@ -248,7 +248,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	for i, p := range spec.Passes {
 		passCtx, passSpan := r.cfg.Tracing.StartPass(ctx, p.Name)
 		pr := &passRun{
-			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: sts[i],
+			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: sts[i], kind: kinds[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
 		}
 		run := pr.run
