@@ -19,7 +19,7 @@ import (
 //	SELECT count(*), max(deleted.<age>) FROM deleted
 //
 // so that a row is deleted exactly when it is archived: one statement, one transaction. The
-// batch keeps everything a plain batch has (the pick by ctid with SKIP LOCKED, the predicate
+// batch keeps everything a plain batch has (its access path and forms, the predicate
 // standing on the delete target, the keyset cursor: the statement still answers the count and
 // the newest age it deleted).
 //
@@ -53,9 +53,10 @@ import (
 // archiveStatements are the statements of an archiving pass for one run: they name the swept
 // table's columns as the run read them.
 type archiveStatements struct {
-	// batch and batchAfter are statements.batch and batchAfter, moving the rows; single is
+	// unlocked and locked are statements.unlocked and locked, moving the rows; single is
 	// statements.single, moving them, and answering the count.
-	batch, batchAfter, single string
+	unlocked, locked batchStatements
+	single           string
 }
 
 // buildArchiveStatements writes the statements that move pass p's rows to its archive; st are
@@ -63,9 +64,10 @@ type archiveStatements struct {
 func buildArchiveStatements(p Pass, st statements, columns []string) archiveStatements {
 	table, age := quoteQualified(p.Table), pgx.Identifier{p.AgeColumn}.Sanitize()
 	insert := archiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
+	wrap := func(del string) string { return archiveBatchSQL(del, insert, age) }
 	return archiveStatements{
-		batch:      archiveBatchSQL(batchDelete(table, st.predicate, age, ""), insert, age),
-		batchAfter: archiveBatchSQL(batchDelete(table, st.predicate, age, fmt.Sprintf(" AND t.%s >= $3", age)), insert, age),
+		unlocked: buildBatches(table, st.predicate, age, false, wrap),
+		locked:   buildBatches(table, st.predicate, age, true, wrap),
 		single: fmt.Sprintf(`WITH deleted AS (
   DELETE FROM %s AS t WHERE %s
   RETURNING t.*),
@@ -92,7 +94,7 @@ func columnList(alias string, columns []string) string {
 	return strings.Join(names, ", ")
 }
 
-// archiveBatchSQL wraps a batch's DELETE (batchDelete) so that it moves the rows, answering what
+// archiveBatchSQL wraps a batch's DELETE (indexDelete, heapDelete) so that it moves the rows, answering what
 // batchSQL answers: the rows deleted and the newest age among them.
 func archiveBatchSQL(del, insert, age string) string {
 	return fmt.Sprintf(`WITH deleted AS (
@@ -253,7 +255,7 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denie
 		return nil
 	}
 	st := buildArchiveStatements(p, buildStatements(p, c.ageKind(p)), names)
-	query, args := st.batch, []any{cutoff, checkPlanBatchSize}
+	query, args := st.locked.index, []any{cutoff, checkPlanBatchSize}
 	if p.Mode == ModeSingle {
 		query, args = st.single, []any{cutoff}
 	}

@@ -13,8 +13,8 @@ import (
 // foreign key without ON DELETE CASCADE never fails the batch and no parent or child is ever gone
 // without the other.
 //
-// The parent delete stays as it is (the pick FOR UPDATE SKIP LOCKED, the predicate standing on
-// the delete target, the keyset cursor on the parents' age), and returns, besides the age, the
+// The parent delete stays as it is (its access path and forms, the predicate standing on the
+// delete target, the keyset cursor on the parents' age), and returns, besides the age, the
 // parent columns the children reference. Each child is a data-modifying CTE deleting the rows
 // whose column holds one of those values. The children are keyed on the parents the delete
 // actually removed, not on the pick: a picked row that a concurrent change made ineligible is

@@ -11,8 +11,8 @@ import (
 
 // Grants returns the least privileges the statements of specs need, as GRANT statements to role,
 // one per object, in a stable order:
-//   - a swept table: SELECT and DELETE, and UPDATE, which the row locks of a batch (FOR UPDATE
-//     SKIP LOCKED) and of a per-row pick require;
+//   - a swept table: SELECT and DELETE, and UPDATE, which the row locks of a retried batch's
+//     locking form (FOR UPDATE SKIP LOCKED) and of a per-row pick require;
 //   - a keep guard's table: SELECT;
 //   - an archive_to table: INSERT (api policy check reads one row of a foreign archive, and
 //     learns more about its remote table with SELECT too, but does not need it);

@@ -22,7 +22,7 @@ import (
 // stops the pass with batch-error naming the partition; those already dropped stay dropped.
 func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	s := pr.r.cfg.Settings
-	pr.out = wire.PassResult{Pass: pr.p.Name}
+	pr.out = wire.PassResult{Pass: pr.p.Name, Path: string(PathPartitions)}
 	maxBatches := firstPositive(pr.p.MaxBatches, s.MaxBatches)
 	parts, err := partition.List(pr.db, pr.r.cfg.Pool, pr.p.Table)
 	if err != nil {
@@ -68,6 +68,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	// rows by ctid, which is unique within a partition only, so a batch on the parent would
 	// delete the rows of every partition that share a picked ctid (make bench caught a batch of
 	// 1000 deleting 71000), outrun its keyset cursor, and answer exhausted with eligible rows left.
+	// Each leaf is a plain table, so each chooses its own access path, as a batched pass does.
 	total := pr.out
 	for _, part := range cut.Boundary() {
 		leaf := *pr
@@ -79,6 +80,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		total.Archived += res.Archived
 		total.BatchCount += res.BatchCount
 		total.ThrottledMs += res.ThrottledMs
+		total.LockRetries += res.LockRetries
 		total.StopReason = res.StopReason
 		if err != nil || res.StopReason != wire.StopExhausted {
 			return total, err

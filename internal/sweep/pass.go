@@ -1,10 +1,15 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -30,14 +35,35 @@ type passRun struct {
 	out wire.PassResult
 	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
 	arch *archiveStatements
-	// size is the next batch's size, adapted after each full batch; limit is the rows the next
-	// batch may delete: size, or what max_rows leaves when that is less.
+	// path is the pass's access path, chosen at its start (batched passes) or its mode's.
+	path Path
+	// size is the next batch's size in rows, adapted after each full batch (on the heap path,
+	// the rows its next range is expected to hold); limit is the rows the next batch may delete:
+	// size, or what max_rows leaves when that is less.
 	size, limit int
 	// children are the rows of each delete_with child the last batch deleted.
 	children []int64
-	// after is where the next batch resumes: the newest age deleted so far (nil before the first
-	// batch). Rows older than it that a batch skipped (locked by someone else) wait for the next run.
+	// after is where the next index-path batch resumes: the newest age deleted so far (nil
+	// before the first batch). Rows older than it that a batch skipped (locked by someone else,
+	// in a retried batch) wait for the next run.
 	after *time.Time
+	// heap is where a heap-path pass stands.
+	heap heapRange
+}
+
+// batchResult is what one batch did.
+type batchResult struct {
+	// n is the rows deleted (or keys processed, per-row).
+	n int64
+	// more is whether the pass may have more to do: a short batch of rows ends the pass without
+	// an extra empty round trip; the heap path ends at its last block.
+	more bool
+	// newest is the newest age an index-path batch deleted: where the next one resumes.
+	newest *time.Time
+	// blocks is the length of a heap-path batch's range.
+	blocks uint32
+	// retried says the batch's first attempt met a held row lock and it ran again, locking.
+	retried bool
 }
 
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the
@@ -54,7 +80,15 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			return pr.out, fmt.Errorf("read the columns to archive: %w", err)
 		}
 	}
+	if err := pr.choosePath(); err != nil {
+		pr.out.StopReason = wire.StopBatchError
+		return pr.out, fmt.Errorf("choose access path: %w", err)
+	}
 	for {
+		if pr.path == PathHeap && pr.heap.done() {
+			pr.out.StopReason = wire.StopExhausted
+			return pr.out, nil
+		}
 		// The pause comes before the checks, so a batch never starts after the budget or a
 		// shutdown that the pause ran into. A pause never outlasts the budget: the answer must
 		// still beat the server's write timeout.
@@ -78,41 +112,92 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		}
 		pr.limit = pr.size
 		if pr.p.MaxRows > 0 {
-			// The cap is exact whatever size adaptive sizing reached: the last batch shrinks.
-			pr.limit = int(min(int64(pr.size), int64(pr.p.MaxRows)-pr.out.Deleted))
+			// The cap is exact whatever size adaptive sizing reached: the last batch shrinks (a
+			// heap-path batch deletes at most what the cap leaves, whatever its range holds).
+			left := int64(pr.p.MaxRows) - pr.out.Deleted
+			pr.limit = int(min(int64(pr.size), left))
+			if pr.path == PathHeap {
+				pr.limit = int(min(left, math.MaxInt32))
+			}
 		}
 		began := pr.r.cfg.Now()
-		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.p.Mode), pr.limit)
-		n, full, newest, err := pr.batch()
+		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.path), pr.limit)
+		b, err := pr.batch()
 		took := pr.r.cfg.Now().Sub(began)
-		span.End(trace.Result{Rows: n, Archived: pr.archived(n), Duration: took, Err: err})
+		span.End(trace.Result{Rows: b.n, Archived: pr.archived(b.n), Duration: took, Err: err})
 		pr.out.BatchCount++
+		if b.retried {
+			pr.out.LockRetries++
+		}
 		pr.r.cfg.Metrics.Batch(pr.sweep, took)
 		// Each batch's size and duration, at debug level: the metric's histogram only buckets
 		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
-		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "size", pr.limit, "deleted", n, "archived", pr.archived(n),
-			"took_ms", float64(took.Microseconds())/1000, "failed", err != nil)
+		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.path, "size", pr.limit,
+			"blocks", b.blocks, "deleted", b.n, "archived", pr.archived(b.n), "took_ms", float64(took.Microseconds())/1000,
+			"retried", b.retried, "failed", err != nil)
 		if err != nil {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}
-		pr.out.Deleted += n
+		pr.out.Deleted += b.n
 		for i, c := range pr.children {
 			pr.out.Children[i].Rows += c
 		}
-		pr.r.cfg.Metrics.RowsDeleted(pr.sweep, pr.p.Name, n)
-		if a := pr.archived(n); a > 0 {
+		pr.r.cfg.Metrics.RowsDeleted(pr.sweep, pr.p.Name, b.n)
+		if a := pr.archived(b.n); a > 0 {
 			pr.out.Archived += a
 			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
 		}
-		if newest != nil {
-			pr.after = newest
+		if b.newest != nil {
+			pr.after = b.newest
 		}
-		if !full {
+		if !b.more {
 			pr.out.StopReason = wire.StopExhausted
 			return pr.out, nil
 		}
+		pr.adapt(b, took)
+	}
+}
+
+// choosePath sets the pass's path: its mode's, or for a batched pass (and each leaf partition
+// of a partitions pass's boundary) the one its table calls for now (survey.choose).
+func (pr *passRun) choosePath() error {
+	switch pr.p.Mode {
+	case ModeSingle:
+		pr.path = PathSingle
+	case ModePerRow:
+		pr.path = PathPerRow
+	default:
+		sv, err := pr.r.surveyTable(pr.db, pr.p, pr.st, pr.cutoff)
+		if err != nil {
+			return err
+		}
+		pr.path = sv.choose(pr.r.cfg.AccessPath)
+		if pr.path == PathHeap {
+			pr.heap = newHeapRange(sv, pr.size)
+			if pr.r.cfg.heapBlocks > 0 {
+				pr.heap.blocks = pr.r.cfg.heapBlocks
+			}
+			pr.size = int(math.Round(float64(pr.heap.blocks) * sv.total / float64(max(sv.blocks, 1))))
+		}
+	}
+	pr.out.Path = string(pr.path)
+	return nil
+}
+
+// adapt sizes the next batch after a full one that took took.
+func (pr *passRun) adapt(b batchResult, took time.Duration) {
+	s := pr.r.cfg.Settings
+	if pr.path != PathHeap {
 		pr.size = nextSize(pr.size, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
+		return
+	}
+	if pr.r.cfg.heapBlocks > 0 {
+		return
+	}
+	pr.heap.adapt(b.n, b.blocks, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
+	if pr.heap.visited > 0 {
+		pr.size = int(math.Round(float64(pr.heap.blocks) * float64(pr.heap.deleted) / float64(pr.heap.visited)))
 	}
 }
 
@@ -148,10 +233,55 @@ func (pr *passRun) stop(maxBatches int) wire.StopReason {
 	return ""
 }
 
-// batch runs one transaction of the pass and reports the rows it deleted (or keys it processed),
-// whether the pass may have more (a short batch ends the pass without an extra empty round trip),
-// and, in batched mode, the newest age it deleted: where the next batch resumes.
-func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
+// batch runs one batch of the pass. A batch of the heap or index path first runs without row
+// locks under the short rowLockTimeout; if that attempt meets a row another transaction holds, it
+// is rolled back and run once more in the locking form, which skips held rows, under the full
+// lock timeout. Either way the pass goes on.
+func (pr *passRun) batch() (batchResult, error) {
+	switch pr.path {
+	case PathHeap, PathIndex:
+	default:
+		var b batchResult
+		err := pr.inTx(pr.r.cfg.Settings.LockTimeout, false, func(ctx context.Context, tx pgx.Tx) (err error) {
+			b, err = pr.modeBatch(ctx, tx)
+			return err
+		})
+		return b, err
+	}
+	s := pr.r.cfg.Settings
+	var from, to uint32
+	if pr.path == PathHeap {
+		from, to = pr.heap.take()
+	}
+	attempt := func(lockTimeout time.Duration, lock bool) (b batchResult, err error) {
+		err = pr.inTx(lockTimeout, pr.path == PathIndex, func(ctx context.Context, tx pgx.Tx) (err error) {
+			if pr.path == PathHeap {
+				b, err = pr.heapBatch(ctx, tx, from, to, lock)
+			} else {
+				b, err = pr.indexBatch(ctx, tx, lock)
+			}
+			return err
+		})
+		return b, err
+	}
+	first := min(s.LockTimeout, cmp.Or(pr.r.cfg.rowLockWait, rowLockTimeout))
+	b, err := attempt(first, pr.r.cfg.alwaysLock)
+	if err != nil && !pr.r.cfg.alwaysLock && isRowLockConflict(err) {
+		pr.log.Debug("sweep batch met a held row lock: retrying it, skipping held rows", "pass", pr.p.Name, "err", err)
+		b, err = attempt(s.LockTimeout, true)
+		b.retried = true
+	}
+	return b, err
+}
+
+// inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
+// and commits it. ordered prices out sorts and bitmap scans in the transaction, for the index
+// path: its batch select then reads the age index in order, a batch of entries, as the policy
+// check's index verdict plans it. Left to its estimates the planner may read every remaining
+// eligible row through a bitmap and sort them for the batch's LIMIT, and every batch re-reads
+// what is left of the backlog (docs/BENCHMARKS.md, "What was tried" 9: a 1% backlog scattered
+// over 5M rows, where a redundant `read_at IS NOT NULL` made it guess 20 times too few rows).
+func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	s := pr.r.cfg.Settings
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
 	// statement timeout fires first in every other case.
@@ -159,7 +289,7 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 	defer cancel()
 	tx, err := pr.r.cfg.Pool.Begin(ctx)
 	if err != nil {
-		return 0, false, nil, fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
 	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
@@ -169,75 +299,124 @@ func (pr *passRun) batch() (n int64, full bool, newest *time.Time, err error) {
 	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
 	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size,
 	// which can flip mid-drain to walking the age index from its start (docs/BENCHMARKS.md,
-	// "What was tried" 1). Planning a batch costs under a millisecond.
+	// "What was tried" 1), or away from the heap path's TID Range Scan. Planning a batch costs
+	// under a millisecond.
 	syncCommit := "off"
 	if pr.arch != nil {
 		syncCommit = "on"
 	}
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
 		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', $4, true),
-		set_config('plan_cache_mode', 'force_custom_plan', true)`,
-		ms(s.StatementTimeout), ms(s.LockTimeout), ms(2*s.StatementTimeout), syncCommit); err != nil {
-		return 0, false, nil, fmt.Errorf("set batch timeouts: %w", err)
+		set_config('plan_cache_mode', 'force_custom_plan', true),
+		set_config('enable_sort', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_sort') END, true),
+		set_config('enable_bitmapscan', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_bitmapscan') END, true)`,
+		ms(s.StatementTimeout), ms(lockTimeout), ms(2*s.StatementTimeout), syncCommit, ordered); err != nil {
+		return fmt.Errorf("set batch timeouts: %w", err)
 	}
-	// The deleting statements answer the rows deleted, then (batched) the newest age among them,
-	// then the rows each delete_with child lost with them.
-	counted := make([]any, len(pr.children))
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// batchForm is the batch statements of the form a batch runs (lock: the locking one), moving
+// the rows for a pass that archives.
+func (pr *passRun) batchForm(lock bool) batchStatements {
+	switch {
+	case pr.arch != nil && lock:
+		return pr.arch.locked
+	case pr.arch != nil:
+		return pr.arch.unlocked
+	case lock:
+		return pr.st.locked
+	}
+	return pr.st.unlocked
+}
+
+// answer is where a batch statement's answer goes: the rows deleted, the newest age among them,
+// then each delete_with child's rows.
+func (pr *passRun) answer(b *batchResult) []any {
+	dest := []any{&b.n, &b.newest}
 	for i := range pr.children {
-		counted[i] = &pr.children[i]
+		dest = append(dest, &pr.children[i])
 	}
-	switch pr.p.Mode {
-	case ModeSingle:
+	return dest
+}
+
+// indexBatch deletes the next batch of the index path: at most limit rows, the oldest first, from
+// the cursor on.
+func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batchResult, err error) {
+	form := pr.batchForm(lock)
+	query, args := form.index, []any{pr.cutoff, pr.limit}
+	if pr.after != nil {
+		query, args = form.indexAfter, append(args, *pr.after)
+	}
+	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
+		return batchResult{}, err
+	}
+	b.more = b.n >= int64(pr.limit)
+	return b, nil
+}
+
+// heapBatch deletes the eligible rows of the blocks [from, to): all of them, or at most limit for
+// a pass with max_rows. The newest age it answers is not a cursor: the range is.
+func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lock bool) (b batchResult, err error) {
+	form := pr.batchForm(lock)
+	query, args := form.heap, []any{pr.cutoff, pgtype.TID{BlockNumber: from, Valid: true}, pgtype.TID{BlockNumber: to, Valid: true}}
+	if pr.p.MaxRows > 0 {
+		query, args = form.heapCapped, append(args, pr.limit)
+	}
+	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
+		return batchResult{}, err
+	}
+	b.newest, b.blocks, b.more = nil, to-from, !pr.heap.done()
+	return b, nil
+}
+
+// modeBatch runs one batch of a single-mode pass (every eligible row, one statement) or of a
+// per-row pass (one key, its function called).
+func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err error) {
+	if pr.p.Mode == ModeSingle {
 		// An archiving pass has no delete_with (validatePass refuses the two together), so its
 		// statements answer no children's counts.
 		query := pr.st.single
 		if pr.arch != nil {
 			query = pr.arch.single
 		}
-		if err := tx.QueryRow(ctx, query, pr.cutoff).Scan(append([]any{&n}, counted...)...); err != nil {
-			return 0, false, nil, err
+		dest := []any{&b.n}
+		for i := range pr.children {
+			dest = append(dest, &pr.children[i])
 		}
-		full = false
-	case ModePerRow:
-		rows, err := tx.Query(ctx, pr.st.perRow, pr.cutoff)
-		if err != nil {
-			return 0, false, nil, err
+		if err := tx.QueryRow(ctx, query, pr.cutoff).Scan(dest...); err != nil {
+			return batchResult{}, err
 		}
-		var processed int64
-		for rows.Next() {
-			processed++
-			var v any
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return 0, false, nil, err
-			}
-			// A function answering false did nothing (another caller got there first).
-			if b, ok := v.(bool); !ok || b {
-				n++
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return 0, false, nil, err
-		}
-		full = processed > 0
-	default:
-		query, after := pr.st.batch, pr.st.batchAfter
-		if pr.arch != nil {
-			query, after = pr.arch.batch, pr.arch.batchAfter
-		}
-		args := []any{pr.cutoff, pr.limit}
-		if pr.after != nil {
-			query, args = after, append(args, *pr.after)
-		}
-		if err := tx.QueryRow(ctx, query, args...).Scan(append([]any{&n, &newest}, counted...)...); err != nil {
-			return 0, false, nil, err
-		}
-		full = n >= int64(pr.limit)
+		return b, nil
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, false, nil, fmt.Errorf("commit: %w", err)
+	rows, err := tx.Query(ctx, pr.st.perRow, pr.cutoff)
+	if err != nil {
+		return b, err
 	}
-	return n, full, newest, nil
+	defer rows.Close()
+	var processed int64
+	for rows.Next() {
+		processed++
+		var v any
+		if err := rows.Scan(&v); err != nil {
+			return batchResult{}, err
+		}
+		// A function answering false did nothing (another caller got there first).
+		if ok, isBool := v.(bool); !isBool || ok {
+			b.n++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return batchResult{}, err
+	}
+	b.more = processed > 0
+	return b, nil
 }
 
 // prepareArchive reads the swept table's columns and writes the run's archive statements with

@@ -51,6 +51,16 @@ type Config struct {
 	// retention. Nil is the database's now() at the start of the run (the time the lease was
 	// taken, for a run), so every replica computes the same cutoff whatever its own clock says.
 	AsOf func(ctx context.Context) (time.Time, error)
+	// AccessPath, when PathHeap or PathIndex, makes every batched pass take that path wherever
+	// it can run (the heap path needs a plain table); empty chooses per pass and run from the
+	// planner's estimate of the eligible share. For benchmarks and tests: the choice is measured.
+	AccessPath Path
+
+	// Test knobs (export_test.go): heapBlocks fixes the heap path's range in blocks; rowLockWait
+	// replaces rowLockTimeout; alwaysLock runs every batch in the locking form.
+	heapBlocks  uint32
+	rowLockWait time.Duration
+	alwaysLock  bool
 }
 
 // Runner runs the sweeps of one catalog against one database.

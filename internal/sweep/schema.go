@@ -332,7 +332,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		return nil // a piece that failed would fail the whole statement too: say it once
 	}
 	st := buildStatements(p, c.ageKind(p))
-	query, args, field := st.batch, []any{cutoff, checkPlanBatchSize}, ""
+	query, args, field := st.locked.index, []any{cutoff, checkPlanBatchSize}, ""
 	switch p.Mode {
 	case ModeSingle:
 		query, args = st.single, []any{cutoff}

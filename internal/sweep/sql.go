@@ -12,24 +12,22 @@ import (
 type statements struct {
 	// predicate is the eligibility condition over alias t; $1 is the cutoff.
 	predicate string
-	// batch deletes at most $2 eligible rows, the oldest first: it picks their ctids with FOR
-	// UPDATE SKIP LOCKED and deletes them in the same statement, with the predicate standing on
-	// the target as well, so a row changed under us between the pick and the delete is re-checked
-	// (READ COMMITTED re-evaluates the WHERE of an updated row) and kept if it no longer
-	// qualifies. It answers the rows deleted and the newest age among them.
-	batch string
-	// batchAfter is batch resumed at age $3, the newest age the pass's previous batch deleted
-	// (keyset pagination). Every batch, the last included, then reads an index range of about
-	// one batch: a batch that resumed from the start of the index, or a sequential scan, would
-	// cost O(table) once the backlog thins out, and the last batch of a large drain would run
-	// into the statement timeout (docs/BENCHMARKS.md, the scale run and "What was tried" 3).
-	batchAfter string
+	// unlocked and locked are the batch deletes, a statement per access path (batchStatements).
+	// A batch runs the unlocked form first: it takes no row lock before deleting, so a row
+	// another transaction holds makes it wait (under rowLockTimeout), and a row changed under us
+	// is re-checked after the wait (READ COMMITTED re-evaluates the WHERE on the row's new
+	// version, the predicate standing on the delete target) and kept if it no longer qualifies.
+	// The locked form picks its rows FOR UPDATE SKIP LOCKED, so held rows are skipped rather than
+	// waited for; a batch runs it only as the retry of an attempt that met a held row lock:
+	// locking writes a lock record per row before the delete writes its own (docs/BENCHMARKS.md,
+	// "Where the time goes").
+	unlocked, locked batchStatements
 	// single deletes every eligible row in one statement, answering the rows deleted.
 	single string
 	// perRow locks one eligible key (skipping keys another run holds) and calls the function on it.
 	perRow string
-	// batch, batchAfter and single answer the rows each delete_with child lost after their own
-	// columns; count answers the children's counts after the eligible rows'.
+	// The batch statements and single answer the rows each delete_with child lost after their
+	// own columns; count answers the children's counts after the eligible rows'.
 	//
 	// count is the dry run's exact count; plan is the batch select as it runs (ordered by age),
 	// which the dry run and the policy check ask the planner whether an index serves.
@@ -41,6 +39,26 @@ type statements struct {
 	// node of its plan is the row count whatever sits above the scan (Gather, Sort).
 	probe    string
 	estimate string
+	// total is every row of the table, whose estimate is the denominator of the eligible share.
+	total string
+}
+
+// batchStatements are the batch deletes of one form (taking row locks or not), one per access
+// path. Each answers the rows deleted, the newest age among them, and the rows each delete_with
+// child lost with them.
+type batchStatements struct {
+	// index deletes at most $2 eligible rows, the oldest first, picking their ctids from the age
+	// index and deleting them in the same statement. indexAfter is index resumed at age $3, the
+	// newest age the pass's previous batch deleted (keyset pagination). Every batch, the last
+	// included, then reads an index range of about one batch: a batch that resumed from the
+	// start of the index, or a sequential scan, would cost O(table) once the backlog thins out,
+	// and the last batch of a large drain would run into the statement timeout
+	// (docs/BENCHMARKS.md, the scale run and "What was tried" 3).
+	index, indexAfter string
+	// heap deletes the eligible rows of the blocks [$2, $3) (ctids '(b,0)' to '(b+k,0)'), a TID
+	// Range Scan: the range's blocks alone are read. heapCapped deletes at most $4 of them, for
+	// a pass with max_rows, whose cap a block range alone cannot keep exact.
+	heap, heapCapped string
 }
 
 // quoteQualified quotes a possibly schema-qualified name ("audit.events" → "audit"."events").
@@ -67,11 +85,12 @@ func buildStatements(p Pass, k ageKind) statements {
 		key = "id"
 	}
 	with := childrenSQL(p.DeleteWith)
+	wrap := func(del string) string { return batchSQL(del, age, with) }
 	return statements{
-		predicate:  pred,
-		batch:      batchSQL(table, pred, age, "", with),
-		batchAfter: batchSQL(table, pred, age, fmt.Sprintf(" AND t.%s >= $3", age), with),
-		single:     singleSQL(table, pred, with),
+		predicate: pred,
+		unlocked:  buildBatches(table, pred, age, false, wrap),
+		locked:    buildBatches(table, pred, age, true, wrap),
+		single:    singleSQL(table, pred, with),
 		perRow: fmt.Sprintf(`SELECT %[1]s(k.key) FROM (
   SELECT t.%[2]s AS key FROM %[3]s AS t WHERE %[4]s ORDER BY t.%[5]s LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k`, quoteQualified(p.Function), pgx.Identifier{key}.Sanitize(), table, pred, pgx.Identifier{p.AgeColumn}.Sanitize()),
@@ -79,6 +98,7 @@ func buildStatements(p Pass, k ageKind) statements {
 		plan:     fmt.Sprintf(`SELECT t.ctid FROM %s AS t WHERE %s ORDER BY t.%s LIMIT $2`, table, pred, age),
 		probe:    probeSQL(p.Mode, table, ownPred, age),
 		estimate: fmt.Sprintf(`SELECT 1 FROM %s AS t WHERE %s`, table, pred),
+		total:    fmt.Sprintf(`SELECT 1 FROM %s AS t`, table),
 	}
 }
 
@@ -92,22 +112,63 @@ func guardSQL(g Guard) string {
 	return fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s AS g WHERE %s)", quoteQualified(g.Table), cond)
 }
 
-// batchSQL is the batch delete; after, when set, is the keyset condition that resumes it; with is
-// what the statement does alongside the delete (delete_with's children).
-func batchSQL(table, pred, age, after string, with alongside) string {
+// buildBatches writes the batch statements of one form (lock: the locking one); wrap turns a
+// batch's DELETE, without its RETURNING, into the whole statement: batchSQL, or an archiving
+// pass's archiveBatchSQL.
+func buildBatches(table, pred, age string, lock bool, wrap func(del string) string) batchStatements {
+	after := fmt.Sprintf(" AND t.%s >= $3", age)
+	return batchStatements{
+		index:      wrap(indexDelete(table, pred, age, "", lock)),
+		indexAfter: wrap(indexDelete(table, pred, age, after, lock)),
+		heap:       wrap(heapDelete(table, pred, lock, false)),
+		heapCapped: wrap(heapDelete(table, pred, lock, true)),
+	}
+}
+
+// batchSQL is a batch statement around del, its DELETE; with is what the statement does
+// alongside the delete (delete_with's children).
+func batchSQL(del, age string, with alongside) string {
 	return fmt.Sprintf(`WITH deleted AS (
 %[1]s
   RETURNING t.%[2]s AS age%[3]s)%[4]s
-SELECT count(*), max(age)%[5]s FROM deleted`, batchDelete(table, pred, age, after), age, with.returning, with.ctes, with.answer)
+SELECT count(*), max(age)%[5]s FROM deleted`, del, age, with.returning, with.ctes, with.answer)
 }
 
-// batchDelete is the DELETE of one batch, without its RETURNING: batchSQL's, and the archiving
-// batch's (archive.go), which returns whole rows instead.
-func batchDelete(table, pred, age, after string) string {
+// indexDelete is the DELETE of an index-path batch: at most $2 rows picked by ctid from the age
+// index, the predicate standing on the target too. after, when set, is the keyset condition that
+// resumes it; lock makes the pick FOR UPDATE SKIP LOCKED.
+func indexDelete(table, pred, age, after string, lock bool) string {
 	return fmt.Sprintf(`  DELETE FROM %[1]s AS t
    WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM %[1]s AS t WHERE %[2]s%[4]s ORDER BY t.%[3]s LIMIT $2 FOR UPDATE SKIP LOCKED))
-     AND %[2]s`, table, pred, age, after)
+           SELECT t.ctid FROM %[1]s AS t WHERE %[2]s%[4]s ORDER BY t.%[3]s LIMIT $2%[5]s))
+     AND %[2]s`, table, pred, age, after, locking(lock))
+}
+
+// heapDelete is the DELETE of a heap-path batch over the blocks [$2, $3). Its plain form is the
+// range and the predicate alone; lock (pick the range's rows FOR UPDATE SKIP LOCKED) and capped
+// (pick at most $4) pick first and delete what they picked, the predicate standing on the target.
+// The range bounds are plain comparisons on ctid, which PostgreSQL 14 and later plan as a TID
+// Range Scan.
+func heapDelete(table, pred string, lock, capped bool) string {
+	const blocks = "t.ctid >= $2 AND t.ctid < $3"
+	if !lock && !capped {
+		return fmt.Sprintf(`  DELETE FROM %s AS t WHERE %s AND %s`, table, blocks, pred)
+	}
+	limit := ""
+	if capped {
+		limit = " LIMIT $4"
+	}
+	return fmt.Sprintf(`  DELETE FROM %[1]s AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM %[1]s AS t WHERE %[2]s AND %[3]s%[4]s%[5]s))
+     AND %[3]s`, table, blocks, pred, limit, locking(lock))
+}
+
+// locking is the row-locking clause of a batch's pick, when lock.
+func locking(lock bool) string {
+	if lock {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
 }
 
 // singleSQL deletes every eligible row in one statement, answering how many (and how many

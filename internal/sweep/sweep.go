@@ -16,7 +16,10 @@
 //	explain.go      EXPLAIN in a read-only transaction, and the readers of its plans
 //	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
 //	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
-//	sql.go          the statements of a pass
+//	                (no row locks; retried once in the locking form on a held row)
+//	path.go         the access paths (heap block ranges, the index keyset), the survey they are
+//	                chosen from, per pass and run, and the heap path's ranges
+//	sql.go          the statements of a pass, a function per path and form
 //	archive.go      archive_to: the move statements, the columns a run reads, the policy check
 //	deletewith.go   delete_with: the children deleted in the same statement as their parents
 //	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing

@@ -86,8 +86,8 @@ func (t *Tracing) StartPass(ctx context.Context, pass string) (context.Context, 
 }
 
 // StartBatch starts the span of one batch transaction, a child of the pass's span in ctx. path
-// says how the batch removes rows (the pass mode: batched, single, per-row; or archive,
-// drop-partition), size is the batch size it asked for.
+// says how the batch removes rows (a batched pass's access path, heap or index; the pass mode,
+// single or per-row; or archive, drop-partition), size is the batch size it asked for.
 func (t *Tracing) StartBatch(ctx context.Context, path string, size int) (context.Context, *Span) {
 	if t == nil {
 		return ctx, nil

@@ -96,6 +96,13 @@ type PassResult struct {
 	// Children are the rows of each delete_with table deleted with the pass's rows, in policy
 	// order; absent for a pass without delete_with.
 	Children []ChildRows `json:"children,omitempty"`
+	// Path is how the pass reached its rows: "heap" (block ranges in heap order) or "index" (the
+	// keyset on the age index) for a batched pass, chosen per run; else its mode ("single",
+	// "per-row", "partitions").
+	Path string `json:"path"`
+	// LockRetries counts the batches that met a row another transaction held and were run again
+	// skipping held rows (FOR UPDATE SKIP LOCKED); those rows wait for the next run.
+	LockRetries int `json:"lockRetries,omitempty"`
 }
 
 // ChildRows counts the rows of one delete_with child table: deleted with their parents in a run,
@@ -142,6 +149,8 @@ type DryRunPass struct {
 	// policy order, counted in the same statement as Eligible; absent for a pass without
 	// delete_with, and when the count timed out.
 	Children []ChildRows `json:"children,omitempty"`
+	// Path is the access path a run would take now, as PassResult.Path.
+	Path string `json:"path"`
 	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
 	// Estimate then count the boundary rows the batches would delete.
 	Partitions []DryRunPartition `json:"partitions,omitempty"`

@@ -1,0 +1,263 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Path is how a pass reaches its eligible rows, chosen per pass and per run (batched passes) or
+// fixed by the pass's mode. The answer of a run and of a dry run say which (wire's "path").
+type Path string
+
+// The access paths.
+const (
+	// PathIndex is the keyset on the age index: each batch deletes the oldest rows from the
+	// newest age the previous batch deleted, a batch of rows at a time. It reads only eligible
+	// rows' index entries and pages: the path where eligible rows are sparse.
+	PathIndex Path = "index"
+	// PathHeap is heap order: each batch deletes the eligible rows of a range of blocks
+	// (t.ctid >= '(b,0)' AND t.ctid < '(b+k,0)', a TID Range Scan), from the first block to the
+	// table's size at the pass's start. It reads every block once, in file order, and deletes
+	// from each page it reads: the path where eligible rows are dense.
+	PathHeap Path = "heap"
+	// PathSingle, PathPerRow and PathPartitions are the paths of the modes of those names.
+	PathSingle     Path = "single"
+	PathPerRow     Path = "per-row"
+	PathPartitions Path = "partitions"
+)
+
+// The eligible share of a table (the planner's estimate of the eligible rows over its estimate of
+// all rows) from which a batched pass takes the heap path depends on how the age column follows
+// the heap, which the planner's statistics say (pg_stats.correlation). Where the age follows the
+// heap (|correlation| 1: an append-mostly table), the index path reads the heap in file order too
+// and stays cheap per row, and the heap path, which reads every block, wins only from about a
+// quarter of the table; where the age is scattered over the heap (correlation 0: a status-like or
+// updated-in-place age), every row the index path deletes is a random page, and the heap path
+// wins from 2%. Both ends are measured, not guessed: docs/BENCHMARKS.md, "The access path's
+// crossover", swept the share with both paths forced, side by side in the same rounds. Between
+// them the threshold moves with the correlation's square, as the planner moves an index scan's
+// cost between its random and its sequential bound.
+const (
+	// HeapShareOrdered is the threshold at |correlation| 1.
+	HeapShareOrdered = 0.25
+	// HeapShareScattered is the threshold at correlation 0.
+	HeapShareScattered = 0.02
+)
+
+// heapShare is the threshold at correlation: see HeapShareOrdered. Without statistics the
+// correlation is taken as 1, which favours the index path.
+func heapShare(correlation float64) float64 {
+	c2 := min(correlation*correlation, 1)
+	return HeapShareScattered + (HeapShareOrdered-HeapShareScattered)*c2
+}
+
+// rowLockTimeout is the lock timeout of a batch's first attempt, which takes no row locks of its
+// own before deleting (capped by Settings.LockTimeout). A row another transaction holds makes that
+// attempt wait; past this it fails with 55P03 and the batch is retried once in the locking form,
+// which skips held rows instead. Short, because a wait here holds the batch's own row locks
+// (every row it already deleted) for as long: a foreground write to one of them would queue
+// behind it.
+const rowLockTimeout = 50 * time.Millisecond
+
+// survey is what a batched pass's path is chosen from, read at the pass's start.
+type survey struct {
+	// kind is the table's relkind ('r' a plain table, 'p' partitioned, …).
+	kind string
+	// blocks is the table's size in blocks: the heap path's end. Rows that reach a later block
+	// during the run (inserted, or moved there by an update) are left for the next run.
+	blocks uint32
+	// eligible and total are the planner's estimates of the eligible rows and of all rows.
+	eligible, total float64
+	// correlation is the age column's, between its order and the heap's (pg_stats; 1 when
+	// unknown).
+	correlation float64
+	// tidRange is whether the server plans TID Range Scans (PostgreSQL 14 and later).
+	tidRange bool
+	// analyzed is whether the age column has statistics that still describe the table. Without
+	// them the planner's estimate of the eligible rows is a default selectivity (a third of the
+	// table for an age test), not an estimate; and statistics taken before more than staleShare
+	// of the table changed (a drain by the previous run, most often) still count the rows it
+	// deleted. Either way the pass keeps to the index path, bounded whatever the share, until
+	// autovacuum (or ANALYZE) has looked again.
+	analyzed bool
+}
+
+// staleShare is the share of a table's rows that may have changed since its last ANALYZE
+// (pg_stat_get_mod_since_analyze against reltuples) before its statistics are called stale.
+// Autovacuum analyzes a table past 10% by default; twice that means it is behind.
+const staleShare = 0.2
+
+// share is the eligible share of the table as the planner sees it.
+func (sv survey) share() float64 {
+	if sv.total < 1 {
+		return 0
+	}
+	return min(sv.eligible/sv.total, 1)
+}
+
+// heapCapable reports whether the heap path can run on the table: a plain table (a partitioned
+// one numbers blocks per partition), on a server with TID Range Scans.
+func (sv survey) heapCapable() bool { return sv.kind == "r" && sv.tidRange }
+
+// choose is the path of a batched pass over a table surveyed as sv: heap where the planner expects
+// at least heapShare of the table eligible, index elsewhere. forced, when set, wins wherever it
+// can run (tests and make bench force each path in turn).
+func (sv survey) choose(forced Path) Path {
+	switch {
+	case !sv.heapCapable():
+		return PathIndex
+	case forced == PathHeap || forced == PathIndex:
+		return forced
+	case sv.analyzed && sv.blocks > 0 && sv.share() >= heapShare(sv.correlation):
+		return PathHeap
+	}
+	return PathIndex
+}
+
+// surveyTable reads, in one read-only transaction, what choose needs: the table's kind and size
+// in blocks, and the planner's estimates of its eligible rows (the estimate statement, guards
+// included) and of all its rows (which the planner scales from reltuples to the table's current
+// size, and guesses from its width when it was never analyzed).
+func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff any) (survey, error) {
+	var sv survey
+	s := r.cfg.Settings
+	err := pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+			ms(s.StatementTimeout), ms(s.LockTimeout)); err != nil {
+			return fmt.Errorf("set timeouts: %w", err)
+		}
+		var blocks int64
+		var version int
+		var hasStats bool
+		var correlation *float64
+		var reltuples, mods float64
+		if err := tx.QueryRow(ctx, `SELECT c.relkind::text, pg_relation_size(c.oid) / current_setting('block_size')::bigint,
+			current_setting('server_version_num')::int, s.attname IS NOT NULL, s.correlation,
+			c.reltuples, pg_stat_get_mod_since_analyze(c.oid)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			LEFT JOIN LATERAL (SELECT s.attname, s.correlation FROM pg_stats s
+			                    WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2
+			                    ORDER BY s.inherited LIMIT 1) s ON true
+			WHERE c.oid = $1::regclass`, quoteQualified(p.Table), p.AgeColumn).
+			Scan(&sv.kind, &blocks, &version, &hasStats, &correlation, &reltuples, &mods); err != nil {
+			return fmt.Errorf("read table size: %w", err)
+		}
+		sv.analyzed = hasStats && mods <= staleShare*max(reltuples, 1)
+		sv.correlation = 1
+		if correlation != nil {
+			sv.correlation = *correlation
+		}
+		sv.blocks = uint32(min(max(blocks, 0), math.MaxUint32))
+		sv.tidRange = version >= 140000
+		var err error
+		if sv.eligible, err = planRows(ctx, tx, st.estimate, cutoff); err != nil {
+			return fmt.Errorf("estimate eligible rows: %w", err)
+		}
+		if sv.total, err = planRows(ctx, tx, st.total); err != nil {
+			return fmt.Errorf("estimate rows: %w", err)
+		}
+		return nil
+	})
+	return sv, err
+}
+
+// planRows is the planner's row estimate of query's top node.
+func planRows(ctx context.Context, tx pgx.Tx, query string, args ...any) (float64, error) {
+	var raw []byte
+	if err := tx.QueryRow(ctx, explainPrefix+query, args...).Scan(&raw); err != nil {
+		return 0, err
+	}
+	n, err := topPlanRows(raw)
+	return float64(n), err
+}
+
+// isRowLockConflict reports whether err is a batch's first attempt meeting a row lock held by
+// another transaction: lock_not_available (the short lock timeout), or deadlock_detected (the
+// holder waits on a row the batch already deleted).
+func isRowLockConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
+}
+
+// heapRange is where a heap-path pass stands: the next batch covers blocks [next, next+blocks),
+// and the pass ends at end, the table's size when the pass started.
+type heapRange struct {
+	next, end, blocks uint32
+	// floor is the eligible rows per block the sizing assumes at least, so that a stretch of
+	// blocks without eligible rows cannot grow a range far past MaxBatchSize rows should the
+	// next blocks be dense: half the planner's share, and at least half HeapShareOrdered, of the
+	// table's rows per block. (Below HeapShareOrdered the heap path is taken only where the age
+	// is scattered, so the eligible rows are spread evenly; a dense stretch after an empty one
+	// is the ordered layout's, at HeapShareOrdered or more.) A range then holds at most
+	// 2 / max(share, HeapShareOrdered) times MaxBatchSize rows, 8 times at worst, once.
+	floor float64
+	// visited and deleted are the pass's blocks and rows so far: the observed density.
+	visited uint64
+	deleted int64
+}
+
+// newHeapRange starts a heap-path pass over sv. Its first range holds at most about firstRows
+// rows of any kind: the planner's estimate of the eligible rows can be far off (on a table never
+// analyzed it is a default selectivity), and the ranges after it are sized from what the batches
+// find.
+func newHeapRange(sv survey, firstRows int) heapRange {
+	h := heapRange{end: sv.blocks}
+	perBlock := 0.0
+	if sv.blocks > 0 {
+		perBlock = sv.total / float64(sv.blocks)
+		h.floor = perBlock * max(sv.share(), HeapShareOrdered) / 2
+	}
+	h.blocks = blocksFor(firstRows, perBlock)
+	return h
+}
+
+// blocksFor is how many blocks hold about rows eligible rows at perBlock a block, at least one.
+func blocksFor(rows int, perBlock float64) uint32 {
+	if perBlock <= 0 {
+		return 1
+	}
+	return uint32(min(max(math.Ceil(float64(rows)/perBlock), 1), math.MaxUint32/2))
+}
+
+// take returns the next batch's range and moves past it.
+func (h *heapRange) take() (from, to uint32) {
+	from = h.next
+	to = from + min(h.blocks, h.end-from)
+	h.next = to
+	return from, to
+}
+
+// done reports whether the pass has covered every block it started with.
+func (h *heapRange) done() bool { return h.next >= h.end }
+
+// adapt sizes the next range after a batch that deleted n rows from blocks blocks in took: toward
+// the range that would have taken target (at most doubling or halving, as row batches do), and
+// within the rows [lo, hi] at the density seen so far (the larger of this batch's and the pass's,
+// so a dense stretch shrinks the range at once).
+func (h *heapRange) adapt(n int64, blocks uint32, took, target time.Duration, lo, hi int) {
+	h.visited += uint64(blocks)
+	h.deleted += n
+	density := h.floor
+	if blocks > 0 {
+		density = max(density, float64(n)/float64(blocks))
+	}
+	if h.visited > 0 {
+		density = max(density, float64(h.deleted)/float64(h.visited))
+	}
+	loBlocks, hiBlocks := 1, math.MaxInt32
+	if density > 0 {
+		if lo > 0 {
+			loBlocks = int(blocksFor(lo, density))
+		}
+		if hi > 0 {
+			hiBlocks = max(int(float64(hi)/density), 1)
+		}
+	}
+	h.blocks = uint32(nextSize(int(blocks), took, target, min(loBlocks, hiBlocks), hiBlocks))
+}
