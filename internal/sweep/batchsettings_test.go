@@ -50,3 +50,40 @@ func TestBatchSettings(t *testing.T) {
 		t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s; want the defaults auto, on", plan, commit)
 	}
 }
+
+// TestIndexPathPlanSettings: the index path's batches price out sorts and bitmap scans, so their
+// select reads the age index in order (a batch of entries, never the whole backlog); the heap
+// path's batches leave both alone. A condition of the pass records the settings from inside.
+func TestIndexPathPlanSettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		path sweep.Path
+		want string
+	}{{sweep.PathIndex, "off off"}, {sweep.PathHeap, "on on"}} {
+		t.Run(string(tc.path), func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
+			exec(t, pool, `CREATE INDEX ON probe (at)`)
+			exec(t, pool, `CREATE TABLE probe_seen (settings text)`)
+			exec(t, pool, `CREATE FUNCTION probe_plan() RETURNS boolean LANGUAGE sql VOLATILE AS $$
+				INSERT INTO probe_seen VALUES (current_setting('enable_sort') || ' ' || current_setting('enable_bitmapscan'));
+				SELECT true $$`)
+			exec(t, pool, `INSERT INTO probe SELECT i, now() - interval '2 days' FROM generate_series(1, 10) i`)
+			specs := []sweep.Spec{{Name: "probe", Passes: []sweep.Pass{{
+				Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour, Where: "probe_plan()",
+			}}}}
+			r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: specs, Settings: settings()}, tc.path, 0, 0, false))
+			if res := run(t, r, "probe"); res.Deleted != 10 || res.Passes[0].Path != string(tc.path) {
+				t.Fatalf("run: %+v, want 10 deleted on %s", res.Passes[0], tc.path)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM probe_seen WHERE settings <> $1`, tc.want); n != 0 || count(t, pool, `SELECT count(*) FROM probe_seen`) == 0 {
+				t.Errorf("%d of the batch's evaluations saw other settings than %q", n, tc.want)
+			}
+			var sortSetting string
+			if err := pool.QueryRow(ctx, `SELECT current_setting('enable_sort')`).Scan(&sortSetting); err != nil || sortSetting != "on" {
+				t.Errorf("after the run enable_sort = %q (%v), want the default on", sortSetting, err)
+			}
+		})
+	}
+}

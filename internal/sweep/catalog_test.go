@@ -18,12 +18,7 @@ import (
 // run's reference time (the database clock, pinned), $2 a live account.
 func TestCatalog(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		sweep string
-		// label is a query returning each remaining row's label.
-		label  string
-		insert string
-	}{
+	cases := []catalogCase{
 		{"email-messages", `SELECT subject FROM email_messages`, `
 INSERT INTO email_messages (account_id, to_address, subject, status, created_at, sent_at) VALUES
  ($2, 'a@x', 'del:sent-old',        'sent',   $1::timestamptz - interval '8 days', $1::timestamptz - interval '7 days' - interval '1 second'),
@@ -92,65 +87,87 @@ INSERT INTO idempotency_records (account_id, idempotency_key, request_hash, stat
 	covered := map[string]bool{"account-erasure": true} // TestAccountErasure
 	for _, tc := range cases {
 		covered[tc.sweep] = true
-		t.Run(tc.sweep, func(t *testing.T) {
-			t.Parallel()
-			pool := dbtest.Pool(t)
-			at := dbNow(t, pool)
-			var account string
-			if err := pool.QueryRow(ctx, `INSERT INTO accounts (email) VALUES ('live@example.com') RETURNING id::text`).Scan(&account); err != nil {
-				t.Fatal(err)
-			}
-			args := []any{at}
-			if strings.Contains(tc.insert, "$2") {
-				args = append(args, account)
-			}
-			exec(t, pool, tc.insert, args...)
-			labels := func() (del, keep []string) {
-				rows, err := pool.Query(ctx, tc.label)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var l string
-					if err := rows.Scan(&l); err != nil {
-						t.Fatal(err)
-					}
-					if strings.HasPrefix(l, "del:") {
-						del = append(del, l)
-					} else {
-						keep = append(keep, l)
-					}
-				}
-				slices.Sort(keep)
-				return del, keep
-			}
-			delBefore, keepBefore := labels()
-			if len(delBefore) == 0 || len(keepBefore) == 0 {
-				t.Fatalf("fixture has %d del and %d keep rows", len(delBefore), len(keepBefore))
-			}
-
-			r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
-			res := run(t, r, tc.sweep)
-			delAfter, keepAfter := labels()
-			if len(delAfter) > 0 {
-				t.Errorf("eligible rows survived: %v", delAfter)
-			}
-			if !slices.Equal(keepAfter, keepBefore) {
-				t.Errorf("kept rows = %v, want %v", keepAfter, keepBefore)
-			}
-			if res.Deleted != int64(len(delBefore)) || res.StopReason != wire.StopExhausted || res.Truncated || res.Error != nil {
-				t.Errorf("result = deleted %d, stop %s, truncated %v, error %+v; want deleted %d, exhausted",
-					res.Deleted, res.StopReason, res.Truncated, res.Error, len(delBefore))
-			}
-			if len(res.Passes) != len(spec(t, tc.sweep).Passes) {
-				t.Errorf("%d pass results, want one per pass", len(res.Passes))
-			}
-		})
+	}
+	// Every case on every path: a batched pass forced onto each (heap ranges of one block).
+	for _, tp := range testPaths {
+		for _, tc := range cases {
+			t.Run(tp.name+"/"+tc.sweep, func(t *testing.T) {
+				t.Parallel()
+				testCatalogCase(t, tp, tc)
+			})
+		}
 	}
 	for _, s := range sweep.Catalog() {
 		if !covered[s.Name] {
 			t.Errorf("sweep %q has no case here", s.Name)
+		}
+	}
+}
+
+// catalogCase is a bundled sweep, a query returning each remaining row's label, and the rows.
+type catalogCase struct{ sweep, label, insert string }
+
+// testCatalogCase is one case of TestCatalog on one path.
+func testCatalogCase(t *testing.T, tp testPath, tc catalogCase) {
+	pool := dbtest.Pool(t)
+	at := dbNow(t, pool)
+	var account string
+	if err := pool.QueryRow(ctx, `INSERT INTO accounts (email) VALUES ('live@example.com') RETURNING id::text`).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{at}
+	if strings.Contains(tc.insert, "$2") {
+		args = append(args, account)
+	}
+	exec(t, pool, tc.insert, args...)
+	labels := func() (del, keep []string) {
+		rows, err := pool.Query(ctx, tc.label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(l, "del:") {
+				del = append(del, l)
+			} else {
+				keep = append(keep, l)
+			}
+		}
+		slices.Sort(keep)
+		return del, keep
+	}
+	delBefore, keepBefore := labels()
+	if len(delBefore) == 0 || len(keepBefore) == 0 {
+		t.Fatalf("fixture has %d del and %d keep rows", len(delBefore), len(keepBefore))
+	}
+
+	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)}, 1))
+	res := run(t, r, tc.sweep)
+	delAfter, keepAfter := labels()
+	if len(delAfter) > 0 {
+		t.Errorf("eligible rows survived: %v", delAfter)
+	}
+	if !slices.Equal(keepAfter, keepBefore) {
+		t.Errorf("kept rows = %v, want %v", keepAfter, keepBefore)
+	}
+	if res.Deleted != int64(len(delBefore)) || res.StopReason != wire.StopExhausted || res.Truncated || res.Error != nil {
+		t.Errorf("result = deleted %d, stop %s, truncated %v, error %+v; want deleted %d, exhausted",
+			res.Deleted, res.StopReason, res.Truncated, res.Error, len(delBefore))
+	}
+	if len(res.Passes) != len(spec(t, tc.sweep).Passes) {
+		t.Errorf("%d pass results, want one per pass", len(res.Passes))
+	}
+	for i, p := range spec(t, tc.sweep).Passes {
+		want := string(tp.path)
+		if p.Mode != sweep.ModeBatched {
+			want = string(p.Mode)
+		}
+		if i < len(res.Passes) && res.Passes[i].Path != want {
+			t.Errorf("pass %s ran on path %q, want %q", p.Name, res.Passes[i].Path, want)
 		}
 	}
 }

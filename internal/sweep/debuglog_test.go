@@ -60,7 +60,8 @@ func TestBatchDebugLog(t *testing.T) {
 		for i, want := range []float64{1000, 1000, 500} {
 			l := lines[i]
 			if l["level"] != "DEBUG" || l["sweep"] != "notifications" || l["pass"] != "read" || l["run_id"] != res.RunID ||
-				l["batch"] != float64(i+1) || l["size"] != float64(1000) || l["deleted"] != want || l["failed"] != false {
+				l["batch"] != float64(i+1) || l["size"] != float64(1000) || l["deleted"] != want || l["failed"] != false ||
+				l["path"] != "index" || l["retried"] != false {
 				t.Errorf("batch line %d: %v", i+1, l)
 			}
 			if took, ok := l["took_ms"].(float64); !ok || took < 0 {

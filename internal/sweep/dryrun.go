@@ -37,9 +37,6 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		st := sts[i]
 		cutoff := ref.Add(-p.Retention)
 		dp := wire.DryRunPass{Pass: p.Name}
-		if dp.Path, err = r.dryRunPath(ctx, p, st, cutoff); err != nil {
-			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
-		}
 		if p.Mode == ModePartitions {
 			if err := r.dryRunPartitions(ctx, p, cutoff, &dp); err != nil {
 				return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
@@ -51,6 +48,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 				return nil, fmt.Errorf("dry run %q: plan pass %q: %w", name, p.Name, err)
 			}
 			dp.Indexed = dp.Indexed || p.Boundary == BoundaryKeep
+			dp.Path = string(PathPartitions)
 			res.Passes = append(res.Passes, dp)
 			continue
 		}
@@ -66,6 +64,11 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		}
 		if dp.Estimate, dp.Indexed, err = r.plan(ctx, p, st, cutoff); err != nil {
 			return nil, fmt.Errorf("dry run %q: plan pass %q: %w", name, p.Name, err)
+		}
+		// After the count: a table locked against readers holds the count, under the count
+		// timeout, not the survey, under the lock timeout.
+		if dp.Path, err = r.dryRunPath(ctx, p, st, cutoff); err != nil {
+			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 		}
 		res.Passes = append(res.Passes, dp)
 	}

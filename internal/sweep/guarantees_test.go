@@ -119,36 +119,39 @@ func TestGuarantees(t *testing.T) {
 		}
 	})
 
-	// Today only the foreign key caught an unguarded delete; here there is none.
-	t.Run("a keep guard with no foreign key behind it keeps its rows", func(t *testing.T) {
-		t.Parallel()
-		pool := dbtest.Pool(t)
-		exec(t, pool, `CREATE TABLE parents (id bigint PRIMARY KEY, created_at timestamptz NOT NULL)`)
-		exec(t, pool, `CREATE INDEX ON parents (created_at)`)
-		exec(t, pool, `CREATE TABLE children (parent_id bigint NOT NULL)`) // no REFERENCES
-		exec(t, pool, `CREATE INDEX ON children (parent_id)`)
-		exec(t, pool, `INSERT INTO parents SELECT i, now() - interval '10 days' FROM generate_series(1, 10) i`)
-		exec(t, pool, `INSERT INTO children VALUES (2), (5), (5)`)
-		guarded := sweep.Spec{Name: "parents", Passes: []sweep.Pass{{Name: "old", Table: "parents", AgeColumn: "created_at",
-			Retention: 24 * time.Hour, Guards: []sweep.Guard{{Table: "children", Column: "parent_id"}}}}}
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{guarded}, Settings: settings()})
-		if res := run(t, r, "parents"); res.Deleted != 8 {
-			t.Fatalf("deleted %d, want the 8 unreferenced parents", res.Deleted)
-		}
-		if n := count(t, pool, `SELECT count(*) FROM parents WHERE id IN (2, 5)`); n != 2 {
-			t.Fatalf("%d of the 2 referenced parents kept", n)
-		}
-	})
+	// Today only the foreign key caught an unguarded delete; here there is none. On every path.
+	for _, tp := range testPaths {
+		t.Run(tp.name+": a keep guard with no foreign key behind it keeps its rows", func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			exec(t, pool, `CREATE TABLE parents (id bigint PRIMARY KEY, created_at timestamptz NOT NULL)`)
+			exec(t, pool, `CREATE INDEX ON parents (created_at)`)
+			exec(t, pool, `CREATE TABLE children (parent_id bigint NOT NULL)`) // no REFERENCES
+			exec(t, pool, `CREATE INDEX ON children (parent_id)`)
+			exec(t, pool, `INSERT INTO parents SELECT i, now() - interval '10 days' FROM generate_series(1, 10) i`)
+			exec(t, pool, `INSERT INTO children VALUES (2), (5), (5)`)
+			guarded := sweep.Spec{Name: "parents", Passes: []sweep.Pass{{Name: "old", Table: "parents", AgeColumn: "created_at",
+				Retention: 24 * time.Hour, Guards: []sweep.Guard{{Table: "children", Column: "parent_id"}}}}}
+			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []sweep.Spec{guarded}, Settings: settings()}, 1))
+			if res := run(t, r, "parents"); res.Deleted != 8 || res.Passes[0].Path != string(tp.path) {
+				t.Fatalf("deleted %d on path %s, want the 8 unreferenced parents on %s", res.Deleted, res.Passes[0].Path, tp.path)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM parents WHERE id IN (2, 5)`); n != 2 {
+				t.Fatalf("%d of the 2 referenced parents kept", n)
+			}
+		})
+	}
 
 	// Mutant: the keyset resuming strictly after the last age (t.age > $3), which skips the
-	// rows that share the age at a batch boundary.
+	// rows that share the age at a batch boundary. The index path's alone: the heap path has no
+	// cursor on the age.
 	t.Run("keyset ties: rows sharing one age across batch boundaries all go", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
 		exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com')`)
 		exec(t, pool, `INSERT INTO notifications (account_id, kind, read_at)
 			SELECT '00000000-0000-0000-0000-000000000001', 'tie', date_trunc('day', now()) - interval '60 days' FROM generate_series(1, 250)`)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 100)})
+		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 100)}, 0))
 		res := run(t, r, "notifications")
 		if res.Deleted != 250 || res.BatchCount != 3 {
 			t.Fatalf("run: deleted %d in %d batches, want 250 in 3", res.Deleted, res.BatchCount)

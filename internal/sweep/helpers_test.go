@@ -111,3 +111,40 @@ func run(t *testing.T, r *sweep.Runner, name string) *wire.Result {
 	}
 	return res
 }
+
+// testPath is one way a batched pass can run, which the correctness tests loop over: each access
+// path in its first form (no row locks: what every batch runs), and in its locking form (FOR
+// UPDATE SKIP LOCKED: the retry of a batch that met a held row lock), forced for every batch.
+type testPath struct {
+	name    string
+	path    sweep.Path
+	locking bool
+}
+
+var testPaths = []testPath{
+	{"index", sweep.PathIndex, false},
+	{"heap", sweep.PathHeap, false},
+	{"index-locking", sweep.PathIndex, true},
+	{"heap-locking", sweep.PathHeap, true},
+}
+
+// config returns cfg running every batched pass on tp with batches of size rows: on the heap path,
+// ranges of size blocks, which hold size rows of a table laid out a row per page (onePerPage).
+func (tp testPath) config(cfg sweep.Config, size int) sweep.Config {
+	var blocks uint32
+	if tp.path == sweep.PathHeap {
+		blocks = uint32(size)
+	}
+	return sweep.WithTestKnobs(cfg, tp.path, blocks, 0, tp.locking)
+}
+
+// onePerPage lays table out a row per page for the rows inserted next (fillfactor 10, with rows
+// of about a kilobyte, which the caller pads): heap ranges of k blocks then hold k rows, in
+// insertion order, and a test's expectations are the same on every path.
+func onePerPage(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	exec(t, pool, "ALTER TABLE "+table+" SET (fillfactor = 10)")
+}
+
+// pad is about a kilobyte of text unique to row i (held inline: short of TOAST's threshold).
+const pad = `repeat(md5(i::text), 30)`

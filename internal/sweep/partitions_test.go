@@ -65,7 +65,9 @@ func TestPartitionsMode(t *testing.T) {
 		if _, err := (&sweep.Policy{Specs: specs}).Check(ctx, pool); err != nil {
 			t.Fatalf("check: %v", err)
 		}
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings(), AsOf: fixedAsOf(at)})
+		// The heap path forced: the boundary's batches on the parent keep to the index path all
+		// the same (a partitioned table numbers its blocks per partition).
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings(), AsOf: fixedAsOf(at), AccessPath: sweep.PathHeap})
 		dr, err := r.DryRun(ctx, "events")
 		if err != nil {
 			t.Fatal(err)
@@ -73,6 +75,9 @@ func TestPartitionsMode(t *testing.T) {
 		res := run(t, r, "events")
 		if res.StopReason != wire.StopExhausted || res.PartitionsDropped != 5 || res.Passes[0].PartitionsDropped != 5 {
 			t.Fatalf("run: %+v, want 5 partitions dropped, exhausted", res)
+		}
+		if res.Passes[0].Path != string(sweep.PathPartitions) || dr.Passes[0].Path != string(sweep.PathPartitions) {
+			t.Fatalf("run path %q, dry run path %q; want partitions", res.Passes[0].Path, dr.Passes[0].Path)
 		}
 		if n := count(t, pool, "SELECT count(*) FROM events"); n != want {
 			t.Fatalf("%d rows left, want the %d at or after the cutoff", n, want)

@@ -366,13 +366,22 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lock bool) (b batchResult, err error) {
 	form := pr.batchForm(lock)
 	query, args := form.heap, []any{pr.cutoff, pgtype.TID{BlockNumber: from, Valid: true}, pgtype.TID{BlockNumber: to, Valid: true}}
+	b.blocks, b.more = to-from, !pr.heap.done()
+	if !lock && pr.arch == nil && len(pr.children) == 0 && pr.p.MaxRows == 0 {
+		tag, err := tx.Exec(ctx, pr.st.heapBare, args...)
+		if err != nil {
+			return batchResult{}, err
+		}
+		b.n = tag.RowsAffected()
+		return b, nil
+	}
 	if pr.p.MaxRows > 0 {
 		query, args = form.heapCapped, append(args, pr.limit)
 	}
 	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
 		return batchResult{}, err
 	}
-	b.newest, b.blocks, b.more = nil, to-from, !pr.heap.done()
+	b.newest = nil
 	return b, nil
 }
 

@@ -135,6 +135,76 @@ func TestIdempotencyRaces(t *testing.T) {
 		}
 	})
 
+	// The same races against the abandoned pass's predicate run as a batched pass, on every path
+	// and every form. The first form of each path takes no row lock before deleting, so it waits
+	// on the worker's row like the single statement does, and READ COMMITTED re-checks the
+	// predicate standing on the target after the wait; with the wait made long, the worker
+	// commits inside it (the deterministic point: the batch shows up blocked by the worker). When
+	// the worker holds the row through the first attempt's short lock timeout instead, the batch
+	// is retried in the locking form, which skips the row; the locking form, forced, skips it
+	// from the start. Every way, the changed claim survives, and the run ends exhausted.
+	changes := []struct{ name, sql string }{
+		{"lease renewed", `UPDATE idempotency_records SET lease_expires_at = now() + interval '5 minutes' WHERE id = $1`},
+		{"claim completed", `UPDATE idempotency_records SET status = 'completed', completed_at = now() WHERE id = $1`},
+	}
+	abandoned := spec(t, "idempotency-records").Passes[1]
+	abandoned.Mode = sweep.ModeBatched
+	batched := []sweep.Spec{{Name: "abandoned", Passes: []sweep.Pass{abandoned}}}
+	for _, tp := range testPaths {
+		for _, ch := range changes {
+			if !tp.locking {
+				t.Run(tp.name+"/"+ch.name+" while the batch waits: kept", func(t *testing.T) {
+					t.Parallel()
+					var res *wire.Result
+					pool, id := raceWith(t, ch.sql, func(pool *pgxpool.Pool, at time.Time) error {
+						cfg := sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: batched, Settings: settings(), AsOf: fixedAsOf(at)},
+							tp.path, 1, time.Minute, false)
+						var err error
+						res, err = newRunner(t, cfg).Run(ctx, "abandoned", sweep.Options{})
+						return err
+					})
+					if res.Deleted != 0 || res.StopReason != wire.StopExhausted || res.Passes[0].LockRetries != 0 || res.Passes[0].Path != string(tp.path) {
+						t.Errorf("run: %+v, want nothing deleted, exhausted on %s, no lock retry (the wait ended with the commit)", res.Passes[0], tp.path)
+					}
+					if n := count(t, pool, `SELECT count(*) FROM idempotency_records WHERE id = $1`, id); n != 1 {
+						t.Fatalf("the batch deleted a claim changed under it (%s)", ch.name)
+					}
+				})
+			}
+			t.Run(tp.name+"/"+ch.name+", held through the batch: skipped, kept", func(t *testing.T) {
+				t.Parallel()
+				pool, u := poolAndURL(t)
+				at := dbNow(t, pool)
+				id := insertClaim(t, pool, at, "k1")
+				insertClaim(t, pool, at, "k2") // abandoned, and not held: deleted
+				worker, _ := begin(t, u)
+				if _, err := worker.Exec(ctx, ch.sql, id); err != nil {
+					t.Fatal(err)
+				}
+				cfg := sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: batched, Settings: settings(), AsOf: fixedAsOf(at)},
+					tp.path, 1, 0, tp.locking)
+				r := newRunner(t, cfg)
+				res := run(t, r, "abandoned")
+				wantRetries := 1
+				if tp.locking {
+					wantRetries = 0 // the locking form skips the held row at once
+				}
+				if res.Deleted != 1 || res.StopReason != wire.StopExhausted || res.Error != nil || res.Passes[0].LockRetries != wantRetries {
+					t.Errorf("run: %+v (error %+v), want the unheld claim deleted, exhausted, %d lock retries", res.Passes[0], res.Error, wantRetries)
+				}
+				if err := worker.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if res := run(t, r, "abandoned"); res.Deleted != 0 {
+					t.Errorf("the next run deleted %d, want the changed claim kept", res.Deleted)
+				}
+				if n := count(t, pool, `SELECT count(*) FROM idempotency_records WHERE id = $1`, id); n != 1 {
+					t.Fatalf("the claim changed under the run was deleted (%s)", ch.name)
+				}
+			})
+		}
+	}
+
 	t.Run("the id IN (subquery) form would delete the renewed claim", func(t *testing.T) {
 		pool, id := raceWith(t, `UPDATE idempotency_records SET lease_expires_at = now() + interval '5 minutes' WHERE id = $1`,
 			func(pool *pgxpool.Pool, at time.Time) error {
@@ -196,6 +266,13 @@ func TestAccountErasure(t *testing.T) {
 		}
 		if got := results[0].Deleted + results[1].Deleted; got != n {
 			t.Errorf("runs wiped %d + %d accounts, want %d in all", results[0].Deleted, results[1].Deleted, n)
+		}
+		// Per-row mode is its own path whatever the table: it locks each key (SKIP LOCKED)
+		// before calling the function, which must not run twice.
+		for _, res := range results {
+			if p := res.Passes[0].Path; p != string(sweep.PathPerRow) {
+				t.Errorf("path %q, want per-row", p)
+			}
 		}
 		checks := []struct {
 			what, sql string
@@ -277,34 +354,45 @@ SELECT count(*) FROM accounts a
 	})
 }
 
-// TestSkipLocked: a row that another transaction holds is skipped, not waited for, and a row that
-// transaction makes ineligible is kept once it commits.
+// TestSkipLocked: a row that another transaction holds through a batch costs that batch one
+// retry in the locking form, which skips it, never a batch-error; a row that transaction makes
+// ineligible is kept once it commits. On every path: the locking forms skip it at once.
 func TestSkipLocked(t *testing.T) {
 	t.Parallel()
-	pool, u := poolAndURL(t)
-	at := dbNow(t, pool)
-	seedNotifications(t, pool, at, 50, 0)
-	var held int64
-	if err := pool.QueryRow(ctx, `SELECT min(id) FROM notifications`).Scan(&held); err != nil {
-		t.Fatal(err)
-	}
-	worker, _ := begin(t, u)
-	// The user marks it unread again: no longer eligible, not yet committed.
-	if _, err := worker.Exec(ctx, `UPDATE notifications SET read_at = NULL WHERE id = $1`, held); err != nil {
-		t.Fatal(err)
-	}
-	s := fixed(settings(), 10)
-	s.LockTimeout = 500 * time.Millisecond // were it to wait, it would fail fast with 55P03
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at)})
-	res := run(t, r, "notifications")
-	if res.StopReason != wire.StopExhausted || res.Deleted != 49 {
-		t.Fatalf("got %s, %d deleted (error %+v); want exhausted, 49: the held row skipped", res.StopReason, res.Deleted, res.Error)
-	}
-	if err := worker.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	run(t, r, "notifications")
-	if n := count(t, pool, `SELECT count(*) FROM notifications WHERE id = $1`, held); n != 1 {
-		t.Fatal("the row made ineligible under the sweep was deleted")
+	for _, tp := range testPaths {
+		t.Run(tp.name, func(t *testing.T) {
+			t.Parallel()
+			pool, u := poolAndURL(t)
+			at := dbNow(t, pool)
+			seedNotifications(t, pool, at, 50, 0)
+			var held int64
+			if err := pool.QueryRow(ctx, `SELECT min(id) FROM notifications`).Scan(&held); err != nil {
+				t.Fatal(err)
+			}
+			worker, _ := begin(t, u)
+			// The user marks it unread again: no longer eligible, not yet committed.
+			if _, err := worker.Exec(ctx, `UPDATE notifications SET read_at = NULL WHERE id = $1`, held); err != nil {
+				t.Fatal(err)
+			}
+			s := fixed(settings(), 10)
+			s.LockTimeout = 500 * time.Millisecond // were the retry to wait, it would fail fast with 55P03
+			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at)}, 10))
+			res := run(t, r, "notifications")
+			wantRetries := 1
+			if tp.locking {
+				wantRetries = 0
+			}
+			if res.StopReason != wire.StopExhausted || res.Deleted != 49 || res.Passes[0].LockRetries != wantRetries {
+				t.Fatalf("got %s, %d deleted, %d lock retries (error %+v); want exhausted, 49: the held row skipped, %d retries",
+					res.StopReason, res.Deleted, res.Passes[0].LockRetries, res.Error, wantRetries)
+			}
+			if err := worker.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			run(t, r, "notifications")
+			if n := count(t, pool, `SELECT count(*) FROM notifications WHERE id = $1`, held); n != 1 {
+				t.Fatal("the row made ineligible under the sweep was deleted")
+			}
+		})
 	}
 }

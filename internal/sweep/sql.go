@@ -22,6 +22,11 @@ type statements struct {
 	// locking writes a lock record per row before the delete writes its own (docs/BENCHMARKS.md,
 	// "Where the time goes").
 	unlocked, locked batchStatements
+	// heapBare is unlocked.heap without its RETURNING and answer: the bare DELETE, whose row
+	// count is the command tag's. A heap batch runs it where nothing else needs the deleted
+	// rows (no delete_with, no archive_to, no max_rows): projecting every deleted row into the
+	// CTE costs about half as much again as the delete (docs/BENCHMARKS.md, "What was tried" 14).
+	heapBare string
 	// single deletes every eligible row in one statement, answering the rows deleted.
 	single string
 	// perRow locks one eligible key (skipping keys another run holds) and calls the function on it.
@@ -90,6 +95,7 @@ func buildStatements(p Pass, k ageKind) statements {
 		predicate: pred,
 		unlocked:  buildBatches(table, pred, age, false, wrap),
 		locked:    buildBatches(table, pred, age, true, wrap),
+		heapBare:  heapDelete(table, pred, false, false),
 		single:    singleSQL(table, pred, with),
 		perRow: fmt.Sprintf(`SELECT %[1]s(k.key) FROM (
   SELECT t.%[2]s AS key FROM %[3]s AS t WHERE %[4]s ORDER BY t.%[5]s LIMIT 1 FOR UPDATE OF t SKIP LOCKED

@@ -1,0 +1,20 @@
+package sweep
+
+import "time"
+
+// WithTestKnobs returns cfg with the test knobs set: every batched pass on path (empty: chosen),
+// the heap path's ranges fixed at heapBlocks blocks (0: adaptive), the first attempt's lock
+// timeout rowLockWait (0: rowLockTimeout), and every batch in the locking form when alwaysLock.
+func WithTestKnobs(cfg Config, path Path, heapBlocks uint32, rowLockWait time.Duration, alwaysLock bool) Config {
+	cfg.AccessPath, cfg.heapBlocks, cfg.rowLockWait, cfg.alwaysLock = path, heapBlocks, rowLockWait, alwaysLock
+	return cfg
+}
+
+// HeapBatchSQL is pass p's heap-path batch in its first form, for a timestamptz age column;
+// capped, the form of a pass with max_rows.
+func HeapBatchSQL(p Pass, capped bool) string {
+	if capped {
+		return buildStatements(p, kindInstant).unlocked.heapCapped
+	}
+	return buildStatements(p, kindInstant).unlocked.heap
+}
