@@ -95,7 +95,7 @@ type settings struct {
 	// partitions runs the partitions run, on a table of partitionRows rows.
 	partitions    bool
 	partitionRows int
-	// roundsCap caps the rounds of the replica-lag and partitions runs, disturbed ones included;
+	// roundsCap caps the rounds of the replica-lag, partitions and paths runs, disturbed ones included;
 	// 0 is maxRoundsFactor × rounds. Tests set 1: they check the runs work, not the numbers.
 	roundsCap int
 	// sideBySide and paths say which runs make bench makes (BENCH_REPLICA and BENCH_PATHS);

@@ -137,7 +137,7 @@ func (b *bench) pathsRun(ctx context.Context) (pathsResult, error) {
 		}
 		return true
 	}
-	for n := 1; !enough() && n <= maxRoundsFactor*b.s.rounds; n++ {
+	for n := 1; !enough() && n <= b.roundsCap(); n++ {
 		if n > b.s.rounds && time.Since(began) > pathsRoundsBudget {
 			b.logf("paths: %s spent: no more rounds", pathsRoundsBudget)
 			break
