@@ -46,22 +46,28 @@ func TestLoadPathsSettings(t *testing.T) {
 	for _, tt := range []struct {
 		env                          map[string]string
 		sideBySide, paths, crossover bool
+		replica                      string
 	}{
-		{map[string]string{"BENCH_PATHS": "0"}, true, false, false},
-		{map[string]string{"BENCH_PATHS": "only"}, false, true, false},
-		{map[string]string{"BENCH_CROSSOVER": "1"}, true, true, true},
+		{map[string]string{"BENCH_PATHS": "0"}, true, false, false, replicaOn},
+		// "only" of either run leaves the other runs out.
+		{map[string]string{"BENCH_PATHS": "only"}, false, true, false, replicaOff},
+		{map[string]string{"BENCH_REPLICA": "only"}, false, false, false, replicaOnly},
+		{map[string]string{"BENCH_REPLICA": "0", "BENCH_PATHS": "0"}, true, false, false, replicaOff},
+		{map[string]string{"BENCH_CROSSOVER": "1"}, true, true, true, replicaOn},
 	} {
 		env := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
 		for k, v := range tt.env {
 			env[k] = v
 		}
 		s, err := loadSettings(env)
-		if err != nil || s.sideBySide != tt.sideBySide || s.paths != tt.paths || s.crossover != tt.crossover {
+		if err != nil || s.sideBySide != tt.sideBySide || s.paths != tt.paths || s.crossover != tt.crossover || s.replica != tt.replica {
 			t.Errorf("%v: %+v, %v", tt.env, s, err)
 		}
 	}
 	for _, bad := range []map[string]string{
 		{"BENCH_PATHS": "yes"}, {"BENCH_SPARSE_ROWS": "10"}, {"BENCH_SPARSE_ROWS": "5e6"}, {"BENCH_CROSSOVER": "on"},
+		{"BENCH_PATHS": "only", "BENCH_REPLICA": "only"}, {"BENCH_CROSSOVER": "1", "BENCH_SCALE": "1"},
+		{"BENCH_CROSSOVER": "1", "BENCH_PARTITIONS": "1"},
 	} {
 		bad["BENCH_DATABASE_URL"] = "postgres://x/postgres"
 		if _, err := loadSettings(bad); err == nil {
