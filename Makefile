@@ -51,10 +51,12 @@ lint:
 
 ## bench: the rail side by side with a monolithic DELETE and ordered batches, then the replica-lag
 ## run (a streaming standby, healthy and slowed; BENCH_REPLICA=0 leaves it out, =only runs it
-## alone), on its own PostgreSQL with fsync on; writes docs/BENCHMARKS.md. BENCH_ROWS=N sizes the
-## table (default 1000000); BENCH_SCALE=1 runs the 1M/5M scale run instead; BENCH_PARTITIONS=1 the
-## partitions run (10M rows, BENCH_PARTITION_ROWS; installs pg_partman when missing). The cluster
-## is stopped at the end.
+## alone), then each access path on a dense, a sparse, a job-queue and a locked table
+## (BENCH_PATHS=0 leaves it out, =only runs it alone), on its own PostgreSQL with fsync on; writes
+## docs/BENCHMARKS.md. BENCH_ROWS=N sizes the tables (default 1000000), BENCH_SPARSE_ROWS the
+## paths run's sparse one (5000000); BENCH_SCALE=1 runs the 1M/5M scale run instead;
+## BENCH_PARTITIONS=1 the partitions run (10M rows, BENCH_PARTITION_ROWS; installs pg_partman when
+## missing); BENCH_CROSSOVER=1 the access paths' crossover. The cluster is stopped at the end.
 bench:
 	@mkdir -p bin; $(GO) build -o bin/ ./cmd/...; \
 	if [ "$${BENCH_PARTITIONS:-0}" = 1 ]; then scripts/pg ensure-ext partman; fi; \

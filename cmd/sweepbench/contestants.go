@@ -20,6 +20,11 @@ type batch struct {
 	took time.Duration
 	// partition names the partition a partitions-mode pass dropped in this step (rows unknown).
 	partition string
+	// path, blocks and retried are the rail's (its debug line): the batch's access path, a heap
+	// batch's range in blocks, and whether it met a held row lock and ran again.
+	path    string
+	blocks  int
+	retried bool
 }
 
 // outcome is what one contestant did on its copy of the table.
@@ -44,6 +49,10 @@ type outcome struct {
 	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
 	throttled  time.Duration
 	partitions int64
+	// path is the access path the rail's answers named (the last run's first pass); lockRetries
+	// sums their passes' lockRetries (C, and the engine in-process).
+	path        string
+	lockRetries int
 }
 
 func (o outcome) rowsPerSec() float64 { return float64(o.deleted) / o.elapsed.Seconds() }

@@ -19,9 +19,14 @@
 // and then slowed on purpose, and how far behind A, C and C with MAX_REPLICA_LAG=1s leave it
 // (and, against the slow standby, C with MAX_REPLICA_LAG_BYTES as well).
 //
+// Then the paths run (issue 16, paths.go): each access path (heap block ranges, the index
+// keyset) on a dense, a sparse, a job-queue and a locked table, against the monolithic DELETE.
+//
 // BENCH_SCALE=1 runs the scale run instead: the rail's per-batch cost at 1M and at 5M rows.
 // BENCH_PARTITIONS=1 runs the partitions run instead (issue 17, partitions.go): retention by
 // dropping whole partitions, the rail against pg_partman and against batched deletes.
+// BENCH_CROSSOVER=1 runs the crossover run instead (crossover.go): the heap path against the
+// index path over the eligible share, the measurement behind the engine's choice between them.
 //
 // Environment:
 //
@@ -32,14 +37,19 @@
 //	BENCH_SCALE         1 to run the scale run instead of the side-by-side one (default 0)
 //	BENCH_ARCHIVE       1 to run the archive run instead: archive_to (a local table, a postgres_fdw
 //	                    foreign table) against a plain delete of the same rows
-//	BENCH_REPLICA       1: the side-by-side run, then the replica-lag run (default); 0: the
-//	                    side-by-side run alone; only: the replica-lag run alone
+//	BENCH_REPLICA       1: the replica-lag run after the side-by-side one (default); 0: leave it
+//	                    out; only: the replica-lag run alone
 //	BENCH_PARTITIONS    1 to run the partitions run instead of the side-by-side one (default 0)
 //	BENCH_PARTITION_ROWS rows of the partitions run's table (default 10000000)
 //	BENCH_BIN           the folder holding the api and sweepcron binaries (default bin)
 //	BENCH_VARIANT_ENV   "KEY=VALUE …": adds C′, the rail with these API settings, to every round
 //	BENCH_VARIANT_BIN   a folder with another build of api: adds C′ running it (with
 //	                    BENCH_VARIANT_ENV, if set), to measure an engine change side by side
+//	BENCH_PATHS         1: the paths run (paths.go) after the side-by-side and replica-lag ones
+//	                    (default); 0: leave it out; only: the paths run alone
+//	BENCH_SPARSE_ROWS   rows of the paths run's sparse table, 1% eligible (default 5000000)
+//	BENCH_CROSSOVER     1 to run the crossover run (crossover.go) instead: heap against index
+//	                    over the eligible share, which sets the engine's choice
 //	BENCH_OUT           the report to update (default docs/BENCHMARKS.md; "-" to only print)
 //	BENCH_COMMAND       the command recorded in the report (default "make bench")
 package main
@@ -85,9 +95,13 @@ type settings struct {
 	// partitions runs the partitions run, on a table of partitionRows rows.
 	partitions    bool
 	partitionRows int
-	// roundsCap caps the rounds of the replica-lag and partitions runs, disturbed ones included;
+	// roundsCap caps the rounds of the replica-lag, partitions and paths runs, disturbed ones included;
 	// 0 is maxRoundsFactor × rounds. Tests set 1: they check the runs work, not the numbers.
 	roundsCap int
+	// sideBySide and paths say which runs make bench makes (BENCH_REPLICA and BENCH_PATHS);
+	// crossover replaces them (BENCH_CROSSOVER); sparseRows sizes the paths run's sparse table.
+	sideBySide, paths, crossover bool
+	sparseRows                   int
 }
 
 // The values of BENCH_REPLICA.
@@ -112,6 +126,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 		command:     "make bench",
 		rounds:      3,
 		replica:     replicaOn,
+		sideBySide:  true,
+		paths:       true,
+		sparseRows:  5_000_000,
 		// The issue's size: 10M rows over 100 daily partitions.
 		partitionRows: 10_000_000,
 	}
@@ -163,6 +180,9 @@ func loadSettings(environ map[string]string) (settings, error) {
 		s.archive = true
 	default:
 		return s, fmt.Errorf("BENCH_ARCHIVE=%q: want 0 or 1", v)
+	}
+	if err := loadPathsSettings(environ, &s); err != nil {
+		return s, err
 	}
 	for key, dst := range map[string]*string{"BENCH_BIN": &s.binDir, "BENCH_OUT": &s.out, "BENCH_COMMAND": &s.command} {
 		if v, ok := environ[key]; ok {
@@ -231,8 +251,14 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 			return fmt.Errorf("the partitions run's exactness check failed (the report says where):\n%s", strings.Join(bad, "\n"))
 		}
 		return nil
+	case s.crossover:
+		res, err := b.crossoverRun(ctx)
+		if err != nil {
+			return err
+		}
+		return emit(renderCrossover(b.machine, s, res), crossoverMarker)
 	}
-	if s.replica != replicaOnly {
+	if s.sideBySide {
 		res, err := b.sideBySide(ctx)
 		if err != nil {
 			return err
@@ -252,6 +278,13 @@ func run(ctx context.Context, environ map[string]string, stdout, stderr io.Write
 		if err := emit(renderReplica(b.machine, s, res), replicaMarker); err != nil {
 			return err
 		}
+	}
+	if s.paths {
+		res, err := b.pathsRun(ctx)
+		if err != nil {
+			return err
+		}
+		return emit(renderPaths(b.machine, s, res), pathsMarker)
 	}
 	return nil
 }

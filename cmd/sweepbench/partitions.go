@@ -538,8 +538,8 @@ func rowsIn(tpl partTemplate, n int) int64 {
 	return int64(n) * (tpl.rows / partDays)
 }
 
-// roundsCap is how many rounds the replica-lag and partitions runs may take, disturbed ones
-// included.
+// roundsCap is how many rounds the replica-lag, partitions and paths runs may take, disturbed
+// ones included.
 func (b *bench) roundsCap() int {
 	if b.s.roundsCap > 0 {
 		return b.s.roundsCap

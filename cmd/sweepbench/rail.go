@@ -170,6 +170,9 @@ func parseBatchLine(line []byte) (batch, bool) {
 		Deleted   int64    `json:"deleted"`
 		Partition string   `json:"partition"`
 		TookMs    *float64 `json:"took_ms"`
+		Path      string   `json:"path"`
+		Blocks    int      `json:"blocks"`
+		Retried   bool     `json:"retried"`
 	}
 	if err := json.Unmarshal(line, &rec); err != nil || rec.TookMs == nil {
 		return batch{}, false
@@ -177,7 +180,7 @@ func parseBatchLine(line []byte) (batch, bool) {
 	took := time.Duration(*rec.TookMs * float64(time.Millisecond))
 	switch {
 	case rec.Msg == "sweep batch":
-		return batch{size: rec.Size, rows: rec.Deleted, took: took}, true
+		return batch{size: rec.Size, rows: rec.Deleted, took: took, path: rec.Path, blocks: rec.Blocks, retried: rec.Retried}, true
 	case rec.Msg == "sweep partition" && rec.Partition != "":
 		return batch{partition: rec.Partition, took: took}, true
 	}
@@ -240,10 +243,13 @@ type cronReport struct {
 			DurationMs int64  `json:"durationMs"`
 			StopReason string `json:"stopReason"`
 			// Passes carry what sweepcron's answer does not sum: the partitions a
-			// partitions-mode pass dropped and the time a pass waited for the standbys.
+			// partitions-mode pass dropped, the time a pass waited for the standbys, its access
+			// path and the batches it retried past a held row lock.
 			Passes []struct {
-				ThrottledMs       int64 `json:"throttledMs"`
-				PartitionsDropped int64 `json:"partitionsDropped"`
+				ThrottledMs       int64  `json:"throttledMs"`
+				PartitionsDropped int64  `json:"partitionsDropped"`
+				Path              string `json:"path"`
+				LockRetries       int    `json:"lockRetries"`
 			} `json:"passes"`
 		} `json:"answer"`
 	} `json:"routes"`
@@ -276,9 +282,13 @@ func (b *bench) sweepRail(ctx context.Context, p *railProc) (outcome, error) {
 		r := rep.Routes[0]
 		o.deleted += r.Answer.Deleted
 		o.serverTime += time.Duration(r.Answer.DurationMs) * time.Millisecond
-		for _, pass := range r.Answer.Passes {
+		for i, pass := range r.Answer.Passes {
 			o.throttled += time.Duration(pass.ThrottledMs) * time.Millisecond
 			o.partitions += pass.PartitionsDropped
+			o.lockRetries += pass.LockRetries
+			if i == 0 {
+				o.path = pass.Path
+			}
 		}
 		wantBatches += r.Answer.BatchCount
 		switch r.Category {

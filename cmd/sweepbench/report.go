@@ -273,7 +273,7 @@ func renderScale(m machine, s settings, r scaleResult) string {
 	header(&w, "Scale: per-batch cost at 1M and 5M rows", m, s, "BENCH_SCALE=1", r.elapsed)
 	fmt.Fprintf(&w, "Each size is seeded the same way (80%% eligible) and swept twice on fresh copies, without foreground: "+
 		"by the engine in-process with every batch at BATCH_SIZE=%d (so batch durations compare directly), and by the rail end to end "+
-		"(adaptive batches grow until they take BATCH_TARGET or reach the 50,000-row cap, at any size, so the comparable figure is the cost per row).\n\n", r.fixedSize)
+		"(adaptive batches grow until they take BATCH_TARGET or reach the 20,000-row cap, at any size, so the comparable figure is the cost per row).\n\n", r.fixedSize)
 	w.WriteString("| rows | eligible | fixed: batches | fixed: batch p50 | fixed: p99 | fixed: max | rail: time | rail: batches | rail: batch p50 | rail: rows/batch p50 | rail: µs/row p50 | rail: longest txn |\n")
 	w.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range r.points {
@@ -302,12 +302,16 @@ func renderScale(m machine, s settings, r scaleResult) string {
 	return w.String()
 }
 
+// full reports whether b was a full batch: as many rows as asked (the index path), or a heap
+// path's range, sized in blocks (the last, cut at the table's end, is among them: one of many).
+func full(b batch) bool { return b.rows > 0 && (b.rows >= int64(b.size) || b.blocks > 0) }
+
 // medianRows is the median rows deleted per batch, counting only full batches: the last, short
 // batch of a pass says when the backlog ended, not how large batches were.
 func medianRows(bs []batch) int64 {
 	var rows []time.Duration // percentile works on durations; rows fit in one
 	for _, b := range bs {
-		if b.rows > 0 && b.rows >= int64(b.size) {
+		if full(b) {
 			rows = append(rows, time.Duration(b.rows))
 		}
 	}
@@ -318,7 +322,7 @@ func medianRows(bs []batch) int64 {
 func perRowMedian(bs []batch) float64 {
 	var per []time.Duration
 	for _, b := range bs {
-		if b.rows > 0 && b.rows >= int64(b.size) {
+		if full(b) {
 			per = append(per, b.took/time.Duration(b.rows))
 		}
 	}

@@ -35,7 +35,7 @@ func buildBinaries(t *testing.T) string {
 	return dir
 }
 
-// TestRuns runs the replica-lag and partitions runs end to end on small tables, on a cluster of
+// TestRuns runs the replica-lag, partitions, paths and crossover runs end to end on small tables, on a cluster of
 // their own (the standby is server-wide state, and the runs create and drop databases): the code
 // paths of make bench, whose numbers are not checked here. Each run fails by itself when a
 // contestant leaves other rows than its oracle's or than were eligible.
@@ -125,6 +125,64 @@ func TestRuns(t *testing.T) {
 		out := renderPartitions(b.machine, b.s, res)
 		for _, want := range []string{"<!-- " + partitionsMarker + ":begin", "BENCH_PARTITION_ROWS=10000",
 			"| P | the rail, `mode: partitions`", "| K | pg_partman", "| target (issue 17) |"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the report lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("paths", func(t *testing.T) {
+		t.Chdir(filepath.Join("..", "..")) // the queue table's schema is River's, cmd/api/testdata/river.sql
+		b := newTestBench(t, settings{rows: 10_000, sparseRows: 100_000, rounds: 1, paths: true})
+		res, err := b.pathsRun(t.Context())
+		if err != nil {
+			t.Fatal(err) // a contestant that deleted other than the unheld eligible rows fails it
+		}
+		wantPaths := map[string]map[string]string{
+			"dense":  {"C": "heap", "heap": "heap", "index": "index"},
+			"sparse": {"C": "index", "heap": "heap", "index": "index"},
+			"queue":  {"heap": "heap", "index": "index"},
+			"locked": {"C": "heap", "heap": "heap", "index": "index"},
+		}
+		for _, tb := range res.tables {
+			rounds := res.rounds[tb.key]
+			if len(rounds) != 1 {
+				t.Fatalf("%s: %d rounds, want 1", tb.key, len(rounds))
+			}
+			for _, o := range rounds[0].contestants {
+				if want, ok := wantPaths[tb.key][o.key]; ok && o.path != want {
+					t.Errorf("%s/%s: path %q, want %q", tb.key, o.key, o.path, want)
+				}
+				// Each held row costs the batch that meets it one retry at most.
+				if o.lockRetries > tb.held || (tb.held > 0 && o.key != "A" && o.key != "A′" && o.lockRetries == 0) {
+					t.Errorf("%s/%s: %d lock retries for %d held rows", tb.key, o.key, o.lockRetries, tb.held)
+				}
+			}
+		}
+		out := renderPaths(b.machine, b.s, res)
+		for _, want := range []string{"<!-- " + pathsMarker + ":begin", "<!-- " + pathsMarker + ":end -->",
+			"BENCH_PATHS=only BENCH_ROWS=10000 BENCH_SPARSE_ROWS=100000", "| target (issue 16), median of rounds |"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the report lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("crossover", func(t *testing.T) {
+		b := newTestBench(t, settings{rows: 10_000, rounds: 1, crossover: true})
+		res, err := b.crossoverRun(t.Context())
+		if err != nil {
+			t.Fatal(err) // a path that deleted other than the eligible rows fails it
+		}
+		if want := len(crossoverLayouts) * len(crossoverShares); len(res.points) != want {
+			t.Fatalf("%d points, want %d", len(res.points), want)
+		}
+		for _, p := range res.points {
+			if len(p.heap) != 1 || len(p.index) != 1 || (p.auto != "heap" && p.auto != "index") {
+				t.Errorf("%s %.1f%%: %d heap and %d index outcomes, auto %q", p.layout, 100*p.share, len(p.heap), len(p.index), p.auto)
+			}
+		}
+		out := renderCrossover(b.machine, b.s, res)
+		for _, want := range []string{"<!-- " + crossoverMarker + ":begin", "BENCH_CROSSOVER=1 BENCH_ROWS=10000", "`scattered_at`"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/sweep"
+)
+
+// The adaptive bounds `api serve` gives the runner (cmd/api's adaptiveMinBatchSize and
+// adaptiveMaxBatchSize; docs/DESIGN.md's BATCH_TARGET row).
+const (
+	apiMinBatchSize = 100
+	apiMaxBatchSize = 20_000
+)
+
+// riverSpec is queuePolicy as the engine takes it.
+var riverSpec = sweep.Spec{Name: queueSweep, Passes: []sweep.Pass{{
+	Name: "completed", Table: "river_job", AgeColumn: "finalized_at", Where: "t.state = 'completed'",
+	Retention: 24 * time.Hour, Mode: sweep.ModeBatched,
+}}}
+
+// pathEngineSetup runs the sweep engine in this process with the API's default settings, adaptive
+// batches included, on the access path path ("" chooses, as the API does): each path measured
+// as the rail would run it, without the HTTP round trips and process starts around it.
+func (b *bench) pathEngineSetup(specs []sweep.Spec, name string, path sweep.Path) setupFunc {
+	return b.engineSetupWith(specs, name, path, nil)
+}
+
+// engineSetupWith is pathEngineSetup with change applied to the runner's configuration, and
+// before, when set, called with the runner and its pool before the window opens.
+func (b *bench) engineSetupWith(specs []sweep.Spec, name string, path sweep.Path, change func(*sweep.Config)) setupFunc {
+	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
+		cfg, err := apiDefaults()
+		if err != nil {
+			return nil, nil, err
+		}
+		pool, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		settings := sweep.Settings{
+			Deadline: cfg.SweepDeadline, StatementTimeout: cfg.BatchStatementTimeout, LockTimeout: cfg.BatchLockTimeout,
+			CountTimeout: cfg.CountTimeout, BatchSize: cfg.BatchSize, MinBatchSize: apiMinBatchSize, MaxBatchSize: apiMaxBatchSize,
+			BatchTarget: cfg.BatchTarget, MaxBatches: cfg.MaxBatches, Pause: cfg.BatchPause,
+		}
+		var logs lockedBuffer
+		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		rc := sweep.Config{Pool: pool, Specs: specs, Settings: settings, Logger: logger, AccessPath: path}
+		if change != nil {
+			change(&rc)
+		}
+		runner, err := sweep.NewRunner(rc)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		// A first connection, so that the window does not time a connection setup the API's
+		// warm pool would not pay either.
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		run := func(ctx context.Context) (outcome, error) {
+			var o outcome
+			began := time.Now()
+			// Again while truncated, as the rail's next ticks would.
+			for o.runs = 1; ; o.runs++ {
+				res, err := runner.Run(ctx, name, sweep.Options{})
+				if err != nil {
+					return o, err
+				}
+				o.deleted += res.Deleted
+				for i, p := range res.Passes {
+					o.lockRetries += p.LockRetries
+					if i == 0 {
+						o.path = p.Path
+					}
+				}
+				if res.Error != nil {
+					return o, fmt.Errorf("run %d: %s: %s", o.runs, res.Error.Code, res.Error.Message)
+				}
+				if !res.Truncated || o.runs == maxCronRuns {
+					break
+				}
+			}
+			o.elapsed = time.Since(began)
+			sc := bufio.NewScanner(bytes.NewReader(logs.bytes()))
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				if bt, ok := parseBatchLine(sc.Bytes()); ok {
+					o.batches = append(o.batches, bt)
+				}
+			}
+			return o, nil
+		}
+		return run, pool.Close, nil
+	}
+}
