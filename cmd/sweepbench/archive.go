@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -87,7 +84,7 @@ func (b *bench) archiveRun(ctx context.Context) (archiveResult, error) {
 		for _, c := range archiveContestants {
 			b.logf("archive round %d: %s", n, c.name)
 			o, err := b.measure(ctx, contestant{key: c.key, db: "archive_" + c.key, name: c.name,
-				setup: b.archiveSetup(defaults.BatchSize, c.key, eligible)}, tpl, false)
+				setup: b.archiveSetup(defaults.BatchSize, c.key)}, tpl, false)
 			if err != nil {
 				return res, fmt.Errorf("archive round %d, %s: %w", n, c.key, err)
 			}
@@ -105,18 +102,13 @@ func (b *bench) archiveRun(ctx context.Context) (archiveResult, error) {
 
 // archiveSetup prepares one contestant's copy: the archive table (local or on the cold database,
 // with the foreign table over it), and the engine with every batch at size rows. Its sweep then
-// checks that the archive holds exactly the rows deleted.
-func (b *bench) archiveSetup(size int, key string, eligible int64) setupFunc {
+// checks that the archive holds exactly the rows deleted, and that the answers said so.
+func (b *bench) archiveSetup(size int, key string) setupFunc {
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
-		cfg, err := apiDefaults()
-		if err != nil {
-			return nil, nil, err
-		}
 		pool, err := pgxpool.New(ctx, dbURL)
 		if err != nil {
 			return nil, nil, err
 		}
-		spec := sweep.Catalog()
 		var archive string
 		switch key {
 		case "local":
@@ -131,7 +123,7 @@ func (b *bench) archiveSetup(size int, key string, eligible int64) setupFunc {
 			return nil, nil, fmt.Errorf("make the archive: %w", err)
 		}
 		var specs []sweep.Spec
-		for _, s := range spec {
+		for _, s := range sweep.Catalog() {
 			if s.Name == "notifications" {
 				for i := range s.Passes {
 					s.Passes[i].ArchiveTo = archive
@@ -139,55 +131,26 @@ func (b *bench) archiveSetup(size int, key string, eligible int64) setupFunc {
 				specs = append(specs, s)
 			}
 		}
-		settings := sweep.Settings{
-			Deadline: cfg.SweepDeadline, StatementTimeout: cfg.BatchStatementTimeout, LockTimeout: cfg.BatchLockTimeout,
-			CountTimeout: cfg.CountTimeout, BatchSize: size, MinBatchSize: size, MaxBatchSize: size,
-			BatchTarget: cfg.BatchTarget, MaxBatches: cfg.MaxBatches, Pause: cfg.BatchPause,
-		}
-		var logs lockedBuffer
-		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: settings, Logger: logger})
+		engine, cleanup, err := b.engineSetupWith(specs, "notifications", "", fixedBatches(size))(ctx, dbURL)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
 		}
 		run := func(ctx context.Context) (outcome, error) {
-			var o outcome
-			var archived int64
-			began := time.Now()
-			for o.runs = 1; ; o.runs++ {
-				res, err := runner.Run(ctx, "notifications", sweep.Options{})
-				if err != nil {
-					return o, err
-				}
-				o.deleted += res.Deleted
-				archived += res.Archived
-				if res.Error != nil {
-					return o, fmt.Errorf("run %d: %s: %s", o.runs, res.Error.Code, res.Error.Message)
-				}
-				if !res.Truncated || o.runs == maxCronRuns {
-					break
-				}
+			o, err := engine(ctx)
+			if err != nil || archive == "" {
+				return o, err
 			}
-			o.elapsed = time.Since(began)
-			if archive != "" {
-				var n int64
-				if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+archive).Scan(&n); err != nil {
-					return o, fmt.Errorf("count the archive: %w", err)
-				}
-				if n != o.deleted || archived != o.deleted {
-					return o, fmt.Errorf("deleted %d rows, answered %d archived, and the archive holds %d", o.deleted, archived, n)
-				}
+			var n int64
+			if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+archive).Scan(&n); err != nil {
+				return o, fmt.Errorf("count the archive: %w", err)
 			}
-			sc := bufio.NewScanner(bytes.NewReader(logs.bytes()))
-			for sc.Scan() {
-				if bt, ok := parseBatchLine(sc.Bytes()); ok {
-					o.batches = append(o.batches, bt)
-				}
+			if n != o.deleted || o.archived != o.deleted {
+				return o, fmt.Errorf("deleted %d rows, answered %d archived, and the archive holds %d", o.deleted, o.archived, n)
 			}
 			return o, nil
 		}
-		return run, pool.Close, nil
+		return run, func() { cleanup(); pool.Close() }, nil
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -171,9 +170,8 @@ func readMachine(ctx context.Context, admin *pgx.Conn) (machine, error) {
 //
 //   - created_at spans 400 days in id order, so the heap is in age order, as an append-mostly
 //     table's is, and read_at follows it within a day;
-//   - a row older than 31 days was read within a day of creation with probability 0.8672, else
-//     never: with the 369 days in 400 that are past the window, 80% of all rows are eligible, and
-//     each page keeps a few rows that must survive;
+//   - a row older than 31 days was read within a day of creation with probability $5 / $6, else
+//     never (denseRead, sparseRead);
 //   - a row of the last 31 days is unread or was read in the last 29 days: never eligible.
 //
 // The multipliers are Knuth-style hashes of the row number: deterministic, so two runs seed the
@@ -183,7 +181,7 @@ INSERT INTO notifications (account_id, kind, body, created_at, read_at)
 SELECT a.ids[1 + (i % array_length(a.ids, 1))::int], k.kind,
        'You have a new ' || k.kind || ' from user ' || (i * 7919 % 100000) || ' in #general', c.at,
        CASE
-         WHEN c.at < $4::timestamptz - interval '31 days' AND (i * 2654435761) % 10000 < 8672
+         WHEN c.at < $4::timestamptz - interval '31 days' AND (i * 2654435761) % $6::bigint < $5
            THEN c.at + ((i * 40503) % 86400) * interval '1 second'
          WHEN c.at >= $4::timestamptz - interval '31 days' AND i % 2 = 0
            THEN $4::timestamptz - ((i * 40503) % (29 * 86400)) * interval '1 second'
@@ -192,6 +190,15 @@ FROM generate_series($2::bigint, $3::bigint) i
 CROSS JOIN (SELECT array_agg(id ORDER BY id) AS ids FROM accounts) a
 CROSS JOIN LATERAL (SELECT (ARRAY['mention', 'reply', 'follow', 'digest'])[1 + (i % 4)::int] AS kind) k
 CROSS JOIN LATERAL (SELECT $4::timestamptz - interval '400 days' + (i::float8 / $1::bigint) * interval '400 days' AS at) c`
+
+// The share of old rows that were read, seedSQL's $5 out of $6. denseRead (0.8672): with the 369
+// days in 400 that are past the window, 80% of all rows are eligible, and each page keeps a few
+// rows that must survive. sparseRead (0.01084): 1% of all rows eligible, scattered over the oldest
+// 92% of the heap, one every hundred rows or so, and the rest of the old rows were never read.
+const (
+	denseRead, denseOf   = 8672, 10_000
+	sparseRead, sparseOf = 1084, 100_000
+)
 
 // eligibleSQL is the notifications sweep's predicate as of now.
 const eligibleSQL = `SELECT count(*) FROM notifications WHERE read_at IS NOT NULL AND read_at < now() - interval '30 days'`
@@ -203,49 +210,15 @@ const seedChunk = 1_000_000
 // returns its name and how many rows are eligible.
 func (b *bench) template(ctx context.Context, rows int) (string, int64, error) {
 	name := fmt.Sprintf("sweepbench_tpl_%d", rows)
-	if err := b.drop(ctx, name); err != nil {
-		return "", 0, err
-	}
-	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)); err != nil {
-		return "", 0, fmt.Errorf("create %s: %w", name, err)
-	}
-	u := b.dbURL(name)
-	// The schema as an operator gets it: the API's own migrations and the demo schema's, indexes
-	// included.
-	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), "migrate", "up", "--demo")
-	mig.Env = []string{"DATABASE_URL=" + u}
-	if out, err := mig.CombinedOutput(); err != nil {
-		return "", 0, fmt.Errorf("api migrate up: %w\n%s", err, out)
-	}
-	conn, err := pgx.Connect(ctx, u)
+	conn, asOf, err := b.newTemplate(ctx, name)
 	if err != nil {
 		return "", 0, err
 	}
 	// The template must have no session when it is copied.
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `INSERT INTO accounts (email, display_name)
-		SELECT 'bench-' || a || '@example.com', 'Bench user ' || a FROM generate_series(1, 1000) a`); err != nil {
-		return "", 0, fmt.Errorf("seed accounts: %w", err)
-	}
-	var asOf time.Time
-	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&asOf); err != nil {
+	if err := b.seedChunks(ctx, conn, name, seedSQL, rows, asOf, denseRead, denseOf); err != nil {
 		return "", 0, err
 	}
-	for lo := 1; lo <= rows; lo += seedChunk {
-		hi := min(lo+seedChunk-1, rows)
-		b.logf("seeding %s: rows %d..%d of %d", name, lo, hi, rows)
-		if _, err := conn.Exec(ctx, seedSQL, rows, lo, hi, asOf); err != nil {
-			return "", 0, fmt.Errorf("seed notifications: %w", err)
-		}
-	}
-	b.logf("vacuum analyze %s", name)
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE accounts, notifications"); err != nil {
-		return "", 0, fmt.Errorf("vacuum analyze: %w", err)
-	}
-	var eligible int64
-	if err := conn.QueryRow(ctx, eligibleSQL).Scan(&eligible); err != nil {
-		return "", 0, fmt.Errorf("count eligible: %w", err)
-	}
-	b.logf("%s: %d rows, %d eligible (%.1f%%)", name, rows, eligible, 100*float64(eligible)/float64(rows))
-	return name, eligible, nil
+	eligible, err := b.finishTemplate(ctx, conn, name, "accounts, notifications", eligibleSQL, rows)
+	return name, eligible, err
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -41,7 +43,7 @@ type crossoverPoint struct {
 	layout   string
 	share    float64
 	eligible int64
-	// auto is the path the engine chooses for it (its dry run on the copy).
+	// auto is the path the engine chooses for it (its dry run on the template).
 	auto string
 	// heap and index are each round's outcome.
 	heap, index []outcome
@@ -107,25 +109,22 @@ func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
 	defer func() { _ = b.drop(context.WithoutCancel(ctx), name) }()
 
 	fixedAt := func(c *sweep.Config) { c.AsOf = func(context.Context) (time.Time, error) { return asOf, nil } }
+	spec := func(c cut) sweep.Spec {
+		return sweep.Spec{Name: "crossover", Passes: []sweep.Pass{{Name: "old", Table: "crossover", AgeColumn: c.p.layout,
+			Retention: asOf.Sub(c.cutoff), Mode: sweep.ModeBatched}}}
+	}
+	// The engine's own choice for each share: its dry run on the template, whose statistics
+	// every copy shares.
+	for _, c := range cuts {
+		if c.p.auto, err = b.enginePath(ctx, name, spec(c), fixedAt); err != nil {
+			return res, fmt.Errorf("crossover %s %.1f%%: %w", c.p.layout, 100*c.p.share, err)
+		}
+	}
 	for n := 1; n <= b.s.rounds; n++ {
 		for _, c := range cuts {
-			spec := sweep.Spec{Name: "crossover", Passes: []sweep.Pass{{Name: "old", Table: "crossover", AgeColumn: c.p.layout,
-				Retention: asOf.Sub(c.cutoff), Mode: sweep.ModeBatched}}}
 			for _, path := range []sweep.Path{sweep.PathHeap, sweep.PathIndex} {
-				change := fixedAt
-				if path == sweep.PathHeap && c.p.auto == "" {
-					// The engine's own choice, read once from a dry run on this copy.
-					change = func(cfg *sweep.Config) {
-						fixedAt(cfg)
-						if r, err := sweep.NewRunner(sweep.Config{Pool: cfg.Pool, Specs: cfg.Specs, Settings: cfg.Settings, AsOf: cfg.AsOf}); err == nil {
-							if dr, err := r.DryRun(ctx, "crossover"); err == nil {
-								c.p.auto = dr.Passes[0].Path
-							}
-						}
-					}
-				}
 				con := contestant{key: string(path), db: "crossover_" + string(path), name: string(path),
-					setup: b.engineSetupWith([]sweep.Spec{spec}, "crossover", path, change)}
+					setup: b.engineSetupWith([]sweep.Spec{spec(c)}, "crossover", path, fixedAt)}
 				o, err := b.measure(ctx, con, name, false)
 				if err != nil {
 					return res, fmt.Errorf("crossover %s %.1f%% %s: %w", c.p.layout, 100*c.p.share, path, err)
@@ -156,6 +155,32 @@ func (p *crossoverPoint) indexOverHeap() float64 {
 		xs = append(xs, p.index[i].elapsed.Seconds()/p.heap[i].elapsed.Seconds())
 	}
 	return median(xs)
+}
+
+// enginePath is the access path the engine would take for spec's first pass on database db now:
+// its dry run's, with the API's default settings and change applied. The pool is closed before
+// it returns: a template with a session open cannot be copied.
+func (b *bench) enginePath(ctx context.Context, db string, spec sweep.Spec, change func(*sweep.Config)) (string, error) {
+	settings, err := engineSettings()
+	if err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, b.dbURL(db))
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	cfg := sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: settings}
+	change(&cfg)
+	r, err := sweep.NewRunner(cfg)
+	if err != nil {
+		return "", err
+	}
+	dr, err := r.DryRun(ctx, spec.Name)
+	if err != nil {
+		return "", fmt.Errorf("dry run: %w", err)
+	}
+	return dr.Passes[0].Path, nil
 }
 
 func medianElapsed(os []outcome) time.Duration {

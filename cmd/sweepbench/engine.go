@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,22 +34,17 @@ func (b *bench) pathEngineSetup(specs []sweep.Spec, name string, path sweep.Path
 	return b.engineSetupWith(specs, name, path, nil)
 }
 
-// engineSetupWith is pathEngineSetup with change applied to the runner's configuration, and
-// before, when set, called with the runner and its pool before the window opens.
+// engineSetupWith is pathEngineSetup with change, when set, applied to the runner's configuration
+// (fixedBatches, another clock, …): every in-process contestant of make bench runs through it.
 func (b *bench) engineSetupWith(specs []sweep.Spec, name string, path sweep.Path, change func(*sweep.Config)) setupFunc {
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
-		cfg, err := apiDefaults()
+		settings, err := engineSettings()
 		if err != nil {
 			return nil, nil, err
 		}
 		pool, err := pgxpool.New(ctx, dbURL)
 		if err != nil {
 			return nil, nil, err
-		}
-		settings := sweep.Settings{
-			Deadline: cfg.SweepDeadline, StatementTimeout: cfg.BatchStatementTimeout, LockTimeout: cfg.BatchLockTimeout,
-			CountTimeout: cfg.CountTimeout, BatchSize: cfg.BatchSize, MinBatchSize: apiMinBatchSize, MaxBatchSize: apiMaxBatchSize,
-			BatchTarget: cfg.BatchTarget, MaxBatches: cfg.MaxBatches, Pause: cfg.BatchPause,
 		}
 		var logs lockedBuffer
 		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -77,6 +73,7 @@ func (b *bench) engineSetupWith(specs []sweep.Spec, name string, path sweep.Path
 					return o, err
 				}
 				o.deleted += res.Deleted
+				o.archived += res.Archived
 				for i, p := range res.Passes {
 					o.lockRetries += p.LockRetries
 					if i == 0 {
@@ -102,4 +99,44 @@ func (b *bench) engineSetupWith(specs []sweep.Spec, name string, path sweep.Path
 		}
 		return run, pool.Close, nil
 	}
+}
+
+// engineSettings are the API's default settings as the runner takes them, adaptive batches
+// included.
+func engineSettings() (sweep.Settings, error) {
+	cfg, err := apiDefaults()
+	if err != nil {
+		return sweep.Settings{}, err
+	}
+	return sweep.Settings{
+		Deadline: cfg.SweepDeadline, StatementTimeout: cfg.BatchStatementTimeout, LockTimeout: cfg.BatchLockTimeout,
+		CountTimeout: cfg.CountTimeout, BatchSize: cfg.BatchSize, MinBatchSize: apiMinBatchSize, MaxBatchSize: apiMaxBatchSize,
+		BatchTarget: cfg.BatchTarget, MaxBatches: cfg.MaxBatches, Pause: cfg.BatchPause,
+	}, nil
+}
+
+// fixedBatches makes every batch size rows: adaptive sizing would move the batch toward
+// BATCH_TARGET and hide a per-batch cost that grows with the table.
+func fixedBatches(size int) func(*sweep.Config) {
+	return func(c *sweep.Config) {
+		c.Settings.BatchSize, c.Settings.MinBatchSize, c.Settings.MaxBatchSize = size, size, size
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a logger may write to from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf.Bytes())
 }

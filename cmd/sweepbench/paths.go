@@ -184,36 +184,6 @@ func catalogSpec(name string) sweep.Spec {
 	panic("sweepbench: no sweep " + name + " in the catalog")
 }
 
-// monolithicSQLRun is A over any table: one statement, as typed.
-func monolithicSQLRun(query string) func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-	return func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-		began := time.Now()
-		tag, err := c.Exec(ctx, query)
-		took := time.Since(began)
-		if err != nil {
-			return outcome{}, fmt.Errorf("monolithic delete: %w", err)
-		}
-		return outcome{deleted: tag.RowsAffected(), elapsed: took, batches: []batch{{rows: tag.RowsAffected(), took: took}}}, nil
-	}
-}
-
-// monolithicBoundRun is A′ over any table: the cutoff read first, then bound.
-func monolithicBoundRun(query, cutoffQuery string) func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-	return func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-		var cutoff time.Time
-		if err := c.QueryRow(ctx, cutoffQuery).Scan(&cutoff); err != nil {
-			return outcome{}, err
-		}
-		began := time.Now()
-		tag, err := c.Exec(ctx, query, cutoff)
-		took := time.Since(began)
-		if err != nil {
-			return outcome{}, fmt.Errorf("monolithic delete: %w", err)
-		}
-		return outcome{deleted: tag.RowsAffected(), elapsed: took, batches: []batch{{rows: tag.RowsAffected(), took: took}}}, nil
-	}
-}
-
 // holdingLocks wraps a contestant's setup with a transaction that locks n eligible notifications,
 // spread evenly over them (FOR NO KEY UPDATE, as an UPDATE of the row would), before the window
 // opens, and rolls back after it closes: the foreground transaction the sweep must go around.

@@ -114,7 +114,7 @@ type lagContestant struct {
 // ten times slower than the primary takes about ten seconds to replay; a limit in bytes can.
 func (b *bench) lagContestants() []lagContestant {
 	return []lagContestant{
-		{contestant: contestant{key: "A", db: "lag_a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: connectOnly(monolithic)}},
+		{contestant: contestant{key: "A", db: "lag_a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: connectOnly(monolithicSQLRun(monolithicSQL))}},
 		{contestant: contestant{key: "C", db: "lag_c", name: "the rail, no throttle (defaults)", setup: b.railSetup(b.s.binDir, nil)}},
 		{contestant: contestant{key: "T", db: "lag_t", name: fmt.Sprintf("the rail, `MAX_REPLICA_LAG=%s`", lagLimit),
 			setup: b.railSetup(b.s.binDir, []string{"MAX_REPLICA_LAG=" + lagLimit.String()})}},

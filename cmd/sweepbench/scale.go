@@ -1,15 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
@@ -49,7 +43,7 @@ func (b *bench) scaleRun(ctx context.Context) (scaleResult, error) {
 			dst *outcome
 		}{
 			{contestant{key: "C", db: "scale_rail", name: "the rail, end to end", setup: b.railSetup(b.s.binDir, nil)}, &pt.rail},
-			{contestant{key: "engine", db: "scale_fixed", name: "the engine, fixed batches", setup: b.engineSetup(defaults.BatchSize)}, &pt.fixed},
+			{contestant{key: "engine", db: "scale_fixed", name: "the engine, fixed batches", setup: b.engineSetupWith(sweep.Catalog(), "notifications", "", fixedBatches(defaults.BatchSize))}, &pt.fixed},
 		} {
 			b.logf("scale %d rows: %s", rows, m.c.name)
 			o, err := b.measure(ctx, m.c, tpl, false)
@@ -69,76 +63,4 @@ func (b *bench) scaleRun(ctx context.Context) (scaleResult, error) {
 		}
 	}
 	return res, nil
-}
-
-// engineSetup runs the sweep engine in this process with the API's default settings, except
-// that every batch is size rows: adaptive sizing would move the batch toward BATCH_TARGET and
-// hide a per-batch cost that grows with the table.
-func (b *bench) engineSetup(size int) setupFunc {
-	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
-		cfg, err := apiDefaults()
-		if err != nil {
-			return nil, nil, err
-		}
-		pool, err := pgxpool.New(ctx, dbURL)
-		if err != nil {
-			return nil, nil, err
-		}
-		settings := sweep.Settings{
-			Deadline: cfg.SweepDeadline, StatementTimeout: cfg.BatchStatementTimeout, LockTimeout: cfg.BatchLockTimeout,
-			CountTimeout: cfg.CountTimeout, BatchSize: size, MinBatchSize: size, MaxBatchSize: size,
-			BatchTarget: cfg.BatchTarget, MaxBatches: cfg.MaxBatches, Pause: cfg.BatchPause,
-		}
-		var logs lockedBuffer
-		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: logger})
-		if err != nil {
-			return nil, nil, err
-		}
-		run := func(ctx context.Context) (outcome, error) {
-			var o outcome
-			began := time.Now()
-			// Again while truncated (MAX_BATCHES), as the rail's next ticks would.
-			for o.runs = 1; ; o.runs++ {
-				res, err := runner.Run(ctx, "notifications", sweep.Options{})
-				if err != nil {
-					return o, err
-				}
-				o.deleted += res.Deleted
-				if res.Error != nil {
-					return o, fmt.Errorf("run %d: %s: %s", o.runs, res.Error.Code, res.Error.Message)
-				}
-				if !res.Truncated || o.runs == maxCronRuns {
-					break
-				}
-			}
-			o.elapsed = time.Since(began)
-			sc := bufio.NewScanner(bytes.NewReader(logs.bytes()))
-			for sc.Scan() {
-				if bt, ok := parseBatchLine(sc.Bytes()); ok {
-					o.batches = append(o.batches, bt)
-				}
-			}
-			return o, nil
-		}
-		return run, pool.Close, nil
-	}
-}
-
-// lockedBuffer is a bytes.Buffer that a logger may write to from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.buf.Bytes())
 }

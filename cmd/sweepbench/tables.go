@@ -16,28 +16,6 @@ import (
 // template database migrated as an operator's is (`api migrate up --demo`: the foreground needs
 // notifications and accounts in every one), seeded deterministically, then VACUUM ANALYZEd.
 
-// sparseSeedSQL is cluster.go's seedSQL with the share of old rows that were read as $5 out of
-// 100,000 instead of 86.72%: the eligible rows are scattered over the oldest 92% of the heap, one
-// every hundred rows or so at 1% of the table, and the rest of the old rows were never read.
-const sparseSeedSQL = `
-INSERT INTO notifications (account_id, kind, body, created_at, read_at)
-SELECT a.ids[1 + (i % array_length(a.ids, 1))::int], k.kind,
-       'You have a new ' || k.kind || ' from user ' || (i * 7919 % 100000) || ' in #general', c.at,
-       CASE
-         WHEN c.at < $4::timestamptz - interval '31 days' AND (i * 2654435761) % 100000 < $5
-           THEN c.at + ((i * 40503) % 86400) * interval '1 second'
-         WHEN c.at >= $4::timestamptz - interval '31 days' AND i % 2 = 0
-           THEN $4::timestamptz - ((i * 40503) % (29 * 86400)) * interval '1 second'
-       END
-FROM generate_series($2::bigint, $3::bigint) i
-CROSS JOIN (SELECT array_agg(id ORDER BY id) AS ids FROM accounts) a
-CROSS JOIN LATERAL (SELECT (ARRAY['mention', 'reply', 'follow', 'digest'])[1 + (i % 4)::int] AS kind) k
-CROSS JOIN LATERAL (SELECT $4::timestamptz - interval '400 days' + (i::float8 / $1::bigint) * interval '400 days' AS at) c`
-
-// sparseReadShare is $5 of sparseSeedSQL for 1% of all rows eligible: 1% over the 369 days in
-// 400 that are past the window.
-const sparseReadShare = 1084
-
 // riverSchemaFile is River's job table as its migrations leave it, kept for the adoption tests.
 const riverSchemaFile = "cmd/api/testdata/river.sql"
 
@@ -148,7 +126,7 @@ func (b *bench) sparseTemplate(ctx context.Context, rows int) (string, int64, er
 		return "", 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := b.seedChunks(ctx, conn, name, sparseSeedSQL, rows, asOf, sparseReadShare); err != nil {
+	if err := b.seedChunks(ctx, conn, name, seedSQL, rows, asOf, sparseRead, sparseOf); err != nil {
 		return "", 0, err
 	}
 	eligible, err := b.finishTemplate(ctx, conn, name, "accounts, notifications", eligibleSQL, rows)

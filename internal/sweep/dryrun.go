@@ -67,30 +67,14 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		}
 		// After the count: a table locked against readers holds the count, under the count
 		// timeout, not the survey, under the lock timeout.
-		if dp.Path, err = r.dryRunPath(ctx, p, st, cutoff); err != nil {
+		path, _, err := r.pathOf(ctx, p, st, cutoff)
+		if err != nil {
 			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 		}
+		dp.Path = string(path)
 		res.Passes = append(res.Passes, dp)
 	}
 	return res, nil
-}
-
-// dryRunPath is the access path a run would take now: for a batched pass, the one its table's
-// survey calls for, as a run chooses it.
-func (r *Runner) dryRunPath(ctx context.Context, p Pass, st statements, cutoff any) (string, error) {
-	switch p.Mode {
-	case ModeSingle:
-		return string(PathSingle), nil
-	case ModePerRow:
-		return string(PathPerRow), nil
-	case ModePartitions:
-		return string(PathPartitions), nil
-	}
-	sv, err := r.surveyTable(ctx, p, st, cutoff)
-	if err != nil {
-		return "", fmt.Errorf("choose access path: %w", err)
-	}
-	return string(sv.choose(r.cfg.AccessPath)), nil
 }
 
 func isQueryCanceled(err error) bool {

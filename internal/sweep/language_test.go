@@ -230,21 +230,22 @@ func TestConditionalGuards(t *testing.T) {
 	})
 }
 
-// TestDeleteWith checks children deleted in the same statement as their parents under NO ACTION
-// and RESTRICT foreign keys: a tick stopped by its row cap leaves no half set, the dry run counts
-// parents and children, and the check refuses a foreign key that nothing covers.
-func TestDeleteWith(t *testing.T) {
-	t.Parallel()
-	const schema = `
-CREATE TABLE events (id bigint PRIMARY KEY, state text NOT NULL, closed_at timestamptz NOT NULL);
+// familySchema is the delete_with tests' schema: events, whose deliveries reference them under
+// NO ACTION and whose receipts under RESTRICT. note pads an event to a page where a test lays the
+// table out so (onePerPage).
+const familySchema = `
+CREATE TABLE events (id bigint PRIMARY KEY, state text NOT NULL, closed_at timestamptz NOT NULL, note text);
 CREATE INDEX events_closed_at ON events (closed_at);
 CREATE TABLE deliveries (id bigserial PRIMARY KEY, event_id bigint NOT NULL REFERENCES events (id));
 CREATE INDEX deliveries_event_id ON deliveries (event_id);
 CREATE TABLE receipts (id bigserial PRIMARY KEY, event_id bigint NOT NULL REFERENCES events (id) ON DELETE RESTRICT);
 CREATE INDEX receipts_event_id ON receipts (event_id);
 `
-	policy := func(extra string) string {
-		return `sweeps:
+
+// familyPolicy is a policy sweeping familySchema's terminal events after 30 days, extra added to
+// its pass.
+func familyPolicy(extra string) string {
+	return `sweeps:
   - name: events
     passes:
       - name: terminal
@@ -253,35 +254,73 @@ CREATE INDEX receipts_event_id ON receipts (event_id);
         where: t.state = 'terminal'
         retention: 30d
 ` + extra
-	}
-	both := `        delete_with:
+}
+
+// familyBoth is familyPolicy's extra deleting both children with their events.
+const familyBoth = `        delete_with:
           - table: deliveries
             column: event_id
           - table: receipts
             column: event_id
 `
 
+// seedFamilies inserts events 1 to 1000, past the cutoff of at, every tenth still open; event i has
+// i%4 deliveries and i%3 receipts. padded fills each event's note with pad.
+func seedFamilies(t *testing.T, pool *pgxpool.Pool, at time.Time, padded bool) {
+	t.Helper()
+	note := "NULL"
+	if padded {
+		note = pad
+	}
+	exec(t, pool, `INSERT INTO events SELECT i, CASE WHEN i % 10 = 0 THEN 'open' ELSE 'terminal' END,
+		$1::timestamptz - interval '40 days' + i * interval '1 minute', `+note+` FROM generate_series(1, 1000) i`, at)
+	exec(t, pool, `INSERT INTO deliveries (event_id) SELECT i FROM generate_series(1, 1000) i, generate_series(1, i % 4)`)
+	exec(t, pool, `INSERT INTO receipts (event_id) SELECT i FROM generate_series(1, 1000) i, generate_series(1, i % 3)`)
+}
+
+// familyOracle is what seedFamilies' terminal events are: how many, and their deliveries and
+// receipts.
+func familyOracle() (eligible, deliveries, receipts int64) {
+	for i := int64(1); i <= 1000; i++ {
+		if i%10 != 0 {
+			eligible, deliveries, receipts = eligible+1, deliveries+i%4, receipts+i%3
+		}
+	}
+	return eligible, deliveries, receipts
+}
+
+// checkFamilies fails t unless no half set is left after tick: every event left has all
+// its children, and no delivery lost its event.
+func checkFamilies(t *testing.T, pool *pgxpool.Pool, tick int) {
+	t.Helper()
+	if n := count(t, pool, `SELECT count(*) FROM events e WHERE (SELECT count(*) FROM deliveries d WHERE d.event_id = e.id) <> e.id % 4
+		OR (SELECT count(*) FROM receipts r WHERE r.event_id = e.id) <> e.id % 3`); n != 0 {
+		t.Fatalf("tick %d: %d events lost some of their children", tick, n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM deliveries d WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)`); n != 0 {
+		t.Fatalf("tick %d: %d deliveries lost their event", tick, n)
+	}
+}
+
+// TestDeleteWith checks children deleted in the same statement as their parents under NO ACTION
+// and RESTRICT foreign keys: a tick stopped by its row cap leaves no half set, the dry run counts
+// parents and children, and the check refuses a foreign key that nothing covers.
+func TestDeleteWith(t *testing.T) {
+	t.Parallel()
+	const schema, both = familySchema, familyBoth
+	policy := familyPolicy
+
 	t.Run("a capped tick leaves no half set", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
 		exec(t, pool, schema)
 		at := dbNow(t, pool)
-		// Event i has i%4 deliveries and i%3 receipts; every tenth is still open.
-		exec(t, pool, `INSERT INTO events SELECT i, CASE WHEN i % 10 = 0 THEN 'open' ELSE 'terminal' END,
-			$1::timestamptz - interval '40 days' + i * interval '1 minute' FROM generate_series(1, 1000) i`, at)
-		exec(t, pool, `INSERT INTO deliveries (event_id) SELECT i FROM generate_series(1, 1000) i, generate_series(1, i % 4)`)
-		exec(t, pool, `INSERT INTO receipts (event_id) SELECT i FROM generate_series(1, 1000) i, generate_series(1, i % 3)`)
+		seedFamilies(t, pool, at, false)
 		pol := load(t, policy(both+"        max_rows: 250\n"))
 		if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
 			t.Fatalf("check: %q %v", warnings, err)
 		}
-		// The oracle: the terminal events, each with its children.
-		var eligible, deliveries, receipts int64
-		for i := int64(1); i <= 1000; i++ {
-			if i%10 != 0 {
-				eligible, deliveries, receipts = eligible+1, deliveries+i%4, receipts+i%3
-			}
-		}
+		eligible, deliveries, receipts := familyOracle()
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at)})
 		dr, err := r.DryRun(ctx, "events")
 		if err != nil {
@@ -301,14 +340,7 @@ CREATE INDEX receipts_event_id ON receipts (event_id);
 			deleted += p.Deleted
 			gotDeliveries += p.Children[0].Rows
 			gotReceipts += p.Children[1].Rows
-			// No half set: every event left has all its children, and no child lost its event.
-			if n := count(t, pool, `SELECT count(*) FROM events e WHERE (SELECT count(*) FROM deliveries d WHERE d.event_id = e.id) <> e.id % 4
-				OR (SELECT count(*) FROM receipts r WHERE r.event_id = e.id) <> e.id % 3`); n != 0 {
-				t.Fatalf("tick %d: %d events lost some of their children", tick, n)
-			}
-			if n := count(t, pool, `SELECT count(*) FROM deliveries d WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id)`); n != 0 {
-				t.Fatalf("tick %d: %d deliveries lost their event", tick, n)
-			}
+			checkFamilies(t, pool, tick)
 			if p.Deleted == 250 {
 				if p.StopReason != wire.StopBatchCap || !res.Truncated || p.BatchCount != 3 {
 					t.Fatalf("tick %d: %+v; want batch-cap after 100+100+50", tick, p)

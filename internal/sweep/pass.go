@@ -82,7 +82,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 	}
 	if err := pr.choosePath(); err != nil {
 		pr.out.StopReason = wire.StopBatchError
-		return pr.out, fmt.Errorf("choose access path: %w", err)
+		return pr.out, err
 	}
 	for {
 		if pr.path == PathHeap && pr.heap.done() {
@@ -159,27 +159,19 @@ func (pr *passRun) run() (wire.PassResult, error) {
 	}
 }
 
-// choosePath sets the pass's path: its mode's, or for a batched pass (and each leaf partition
-// of a partitions pass's boundary) the one its table calls for now (survey.choose).
+// choosePath sets the pass's path (Runner.pathOf) and, on the heap path, its first range.
 func (pr *passRun) choosePath() error {
-	switch pr.p.Mode {
-	case ModeSingle:
-		pr.path = PathSingle
-	case ModePerRow:
-		pr.path = PathPerRow
-	default:
-		sv, err := pr.r.surveyTable(pr.db, pr.p, pr.st, pr.cutoff)
-		if err != nil {
-			return err
+	path, sv, err := pr.r.pathOf(pr.db, pr.p, pr.st, pr.cutoff)
+	if err != nil {
+		return err
+	}
+	pr.path = path
+	if pr.path == PathHeap {
+		pr.heap = newHeapRange(sv, pr.size)
+		if pr.r.cfg.heapBlocks > 0 {
+			pr.heap.blocks = pr.r.cfg.heapBlocks
 		}
-		pr.path = sv.choose(pr.r.cfg.AccessPath)
-		if pr.path == PathHeap {
-			pr.heap = newHeapRange(sv, pr.size)
-			if pr.r.cfg.heapBlocks > 0 {
-				pr.heap.blocks = pr.r.cfg.heapBlocks
-			}
-			pr.size = int(math.Round(float64(pr.heap.blocks) * sv.total / float64(max(sv.blocks, 1))))
-		}
+		pr.size = int(math.Round(float64(pr.heap.blocks) * sv.total / float64(max(sv.blocks, 1))))
 	}
 	pr.out.Path = string(pr.path)
 	return nil

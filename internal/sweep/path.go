@@ -120,6 +120,24 @@ func (sv survey) choose(forced Path) Path {
 	return PathIndex
 }
 
+// pathOf is the path pass p takes now, for a run and for the dry run alike: its mode's, or for a
+// batched pass (or a leaf partition of a partitions pass's boundary, which runs as one) the one
+// its table's survey calls for (survey.choose), with the survey, from which the heap path sizes
+// its first range. A partitions pass's own path is PathPartitions, set where it runs.
+func (r *Runner) pathOf(ctx context.Context, p Pass, st statements, cutoff any) (Path, survey, error) {
+	switch p.Mode {
+	case ModeSingle:
+		return PathSingle, survey{}, nil
+	case ModePerRow:
+		return PathPerRow, survey{}, nil
+	}
+	sv, err := r.surveyTable(ctx, p, st, cutoff)
+	if err != nil {
+		return "", survey{}, fmt.Errorf("choose access path: %w", err)
+	}
+	return sv.choose(r.cfg.AccessPath), sv, nil
+}
+
 // surveyTable reads, in one read-only transaction, what choose needs: the table's kind and size
 // in blocks, and the planner's estimates of its eligible rows (the estimate statement, guards
 // included) and of all its rows (which the planner scales from reltuples to the table's current
