@@ -21,7 +21,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 const dashboardFile = "grafana/sweeprail.json"
@@ -31,7 +31,7 @@ const dashboardFile = "grafana/sweeprail.json"
 // removed then and the name is checked like every other.
 var pendingMetrics = map[string]string{}
 
-// requiredMetrics are the series the dashboard exists to show (issue 19): dropping a panel that
+// requiredMetrics are the series the dashboard exists to show: dropping a panel that
 // reads one of them fails here.
 var requiredMetrics = []string{
 	"sweeprail_runs_total",
@@ -526,7 +526,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, err := metrics.New(reg, httpapi.MetricLabels(sweep.Catalog())); err != nil {
+	if _, err := metrics.New(reg, httpapi.MetricLabels(policy.Catalog())); err != nil {
 		t.Fatal(err)
 	}
 	fams, err := reg.Gather()

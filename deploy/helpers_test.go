@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sweeprail/sweeprail/internal/config"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // Paths are relative to this package's directory, where go test runs the tests.
@@ -172,7 +172,7 @@ func defaultBounds(t *testing.T) bounds {
 		shutdownGrace:      api.ShutdownGrace,
 		serverWriteTimeout: api.ServerWriteTimeout,
 		fetchTimeout:       cron.FetchTimeout,
-		routes:             len(sweep.Catalog()) + 1,
+		routes:             len(policy.Catalog()) + 1,
 	}
 }
 

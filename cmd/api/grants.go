@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 const grantsUsage = "usage: api grants [--role NAME] [file]  (no file: SWEEP_POLICY_FILE, else the bundled catalog.yaml)"
@@ -33,7 +34,7 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 	if fs.NArg() == 1 {
 		path = fs.Arg(0)
 	}
-	pol, err := sweep.LoadPolicyFile(path)
+	pol, err := policy.LoadFile(path)
 	if err != nil {
 		return reportProblems(stderr, path, err)
 	}
@@ -43,7 +44,7 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "GRANT USAGE ON SCHEMA sweeprail TO %s;\n", r)
 	fmt.Fprintf(stdout, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sweeprail TO %s;\n", r)
 	fmt.Fprintln(stdout, "-- The policy's tables and functions.")
-	for _, g := range sweep.Grants(pol.Specs, *role) {
+	for _, g := range statement.Grants(pol.Specs, *role) {
 		fmt.Fprintln(stdout, g)
 	}
 	if environ["MAX_REPLICA_LAG"] != "" || environ["MAX_REPLICA_LAG_BYTES"] != "" {

@@ -70,7 +70,7 @@ func dispatch(ctx context.Context, args []string, environ map[string]string, std
 	case "seed-demo":
 		return seedDemo(ctx, rest, environ, stdout, stderr)
 	case "policy":
-		return policy(ctx, rest, environ, stdout, stderr)
+		return policyCmd(ctx, rest, environ, stdout, stderr)
 	case "grants":
 		return grants(rest, environ, stdout, stderr)
 	case "-h", "--help", "help":

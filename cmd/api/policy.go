@@ -11,7 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/check"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // policyCheckTimeout bounds a whole policy check, connecting included: a CI job against an
@@ -20,27 +21,27 @@ const policyCheckTimeout = 2 * time.Minute
 
 const policyUsage = "usage: api policy check [file]  (no file: SWEEP_POLICY_FILE, else the bundled catalog.yaml)"
 
-// policy runs `api policy check [file]`, for an operator's CI and by hand: it loads the policy
+// policyCmd runs `api policy check [file]`, for an operator's CI and by hand: it loads the policy
 // file and checks it as serve would at boot, statically and then against the live schema at
 // DATABASE_URL. Without a file it checks SWEEP_POLICY_FILE, else the bundled policy: what serve
 // would load. It prints OK and one line per sweep, or every problem, one per line, on stderr; any
 // problem is an error (exit status 1). Warnings (allow_unindexed passes) do not fail the check.
 // Like serve, it also wants sweeprail's own schema in place (api migrate up): a database without
 // the lease table fails the check.
-func policy(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+func policyCmd(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		return fmt.Errorf("policy: want a subcommand\n%s", policyUsage)
 	}
-	args = args[1:]
+	sub, args := args[0], args[1:]
 	if len(args) > 1 || len(args) == 1 && strings.HasPrefix(args[0], "-") {
 		fmt.Fprintln(stderr, policyUsage)
-		return fmt.Errorf("policy check: unexpected arguments %q", args)
+		return fmt.Errorf("policy %s: unexpected arguments %q", sub, args)
 	}
 	path := environ["SWEEP_POLICY_FILE"]
 	if len(args) == 1 {
 		path = args[0]
 	}
-	pol, err := sweep.LoadPolicyFile(path)
+	pol, err := policy.LoadFile(path)
 	if err != nil {
 		return reportProblems(stderr, path, err)
 	}
@@ -57,7 +58,7 @@ func policy(ctx context.Context, args []string, environ map[string]string, stdou
 	}
 	defer pool.Close()
 	own := checkOwnSchema(ctx, pool)
-	warnings, err := pol.Check(ctx, pool)
+	warnings, err := check.Policy(ctx, pool, pol)
 	for _, w := range warnings {
 		fmt.Fprintln(stdout, "warning:", w)
 	}
@@ -92,7 +93,7 @@ func reportProblems(stderr io.Writer, file string, err error) error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		problems = j.Unwrap()
 	}
-	var pe *sweep.PolicyError
+	var pe *policy.Error
 	if !errors.As(problems[0], &pe) {
 		return fmt.Errorf("policy check: %w", err)
 	}
@@ -100,7 +101,7 @@ func reportProblems(stderr io.Writer, file string, err error) error {
 		fmt.Fprintln(stderr, p)
 	}
 	if file == "" {
-		file = sweep.DefaultPolicyFile
+		file = policy.DefaultFile
 	}
 	if len(problems) == 1 {
 		return fmt.Errorf("policy check: 1 problem in %s", file)
@@ -110,20 +111,20 @@ func reportProblems(stderr io.Writer, file string, err error) error {
 
 // describePasses writes a sweep's passes on one line, every field of each (as the catalog
 // answer has them): "read (notifications.read_at older than 30d, batched); …".
-func describePasses(passes []sweep.Pass) string {
+func describePasses(passes []policy.Pass) string {
 	parts := make([]string, len(passes))
 	for i, p := range passes {
-		c := sweep.CatalogPass(p)
+		c := policy.CatalogPass(p)
 		var b strings.Builder
 		if c.Expiry {
 			fmt.Fprintf(&b, "%s (%s.%s expired", c.Pass, c.Table, c.AgeColumn)
 			if p.Retention > 0 {
-				fmt.Fprintf(&b, " more than %s ago", sweep.FormatRetention(p.Retention))
+				fmt.Fprintf(&b, " more than %s ago", policy.FormatRetention(p.Retention))
 			}
 		} else {
-			fmt.Fprintf(&b, "%s (%s.%s older than %s", c.Pass, c.Table, c.AgeColumn, sweep.FormatRetention(p.Retention))
+			fmt.Fprintf(&b, "%s (%s.%s older than %s", c.Pass, c.Table, c.AgeColumn, policy.FormatRetention(p.Retention))
 		}
-		if c.TimeZone != sweep.TimeZoneUTC {
+		if c.TimeZone != policy.TimeZoneUTC {
 			fmt.Fprintf(&b, " on the %s calendar", c.TimeZone)
 		}
 		if c.Where != "" {

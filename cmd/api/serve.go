@@ -14,12 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/nonce"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -31,8 +33,8 @@ import (
 const (
 	// adaptiveMinBatchSize and adaptiveMaxBatchSize bound adaptive batch sizing, below a
 	// request's own range (wire.MaxRequestBatchSize), which only sets a pass's first batch. The
-	// cap keeps a batch's WAL under the default WAL buffers; docs/BENCHMARKS.md ("What was tried" 8)
-	// has the measurement behind the number.
+	// cap keeps a batch's WAL under the default WAL buffers; docs/BENCHMARKS.md has the
+	// measurement behind the number.
 	adaptiveMinBatchSize = 100
 	adaptiveMaxBatchSize = 20000
 	// replayCacheSize bounds the nonces the verifier remembers (see signing.NewVerifier).
@@ -196,12 +198,12 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 
 // loadPolicy returns the policy to serve, statically valid: SWEEP_POLICY_FILE, or the bundled
 // catalog when it is unset, with SWEEP_RETENTION's overrides applied.
-func loadPolicy(cfg config.API) (*sweep.Policy, error) {
-	pol, err := sweep.LoadPolicyFile(cfg.SweepPolicyFile)
+func loadPolicy(cfg config.API) (*policy.Policy, error) {
+	pol, err := policy.LoadFile(cfg.SweepPolicyFile)
 	if err != nil {
 		return nil, fmt.Errorf("sweep policy refused:\n%w", err)
 	}
-	if pol.Specs, err = sweep.WithRetention(pol.Specs, cfg.Retention); err != nil {
+	if pol.Specs, err = policy.WithRetention(pol.Specs, cfg.Retention); err != nil {
 		return nil, fmt.Errorf("SWEEP_RETENTION: %w", err)
 	}
 	return pol, nil
@@ -212,11 +214,11 @@ func loadPolicy(cfg config.API) (*sweep.Policy, error) {
 // It checks sweeprail's own schema too (checkOwnSchema): without its lease table the first run
 // would fail. An unreachable database refuses the boot too, rather than serving an unchecked
 // policy; the orchestrator's restart retries it.
-func checkPolicy(ctx context.Context, pol *sweep.Policy, pool *pgxpool.Pool, logger *slog.Logger) error {
+func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, logger *slog.Logger) error {
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	own := checkOwnSchema(checkCtx, pool)
-	warnings, err := pol.Check(checkCtx, pool)
+	warnings, err := check.Policy(checkCtx, pool, pol)
 	for _, w := range warnings {
 		logger.Warn("sweep policy", "file", pol.File, "warning", w)
 	}

@@ -22,8 +22,8 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
-	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -205,8 +205,8 @@ func TestServe(t *testing.T) {
 		if err := json.Unmarshal(body, &c); err != nil {
 			t.Fatal(err)
 		}
-		if len(c.Sweeps) != len(sweep.Catalog()) {
-			t.Errorf("%d sweeps, want the %d of the catalog", len(c.Sweeps), len(sweep.Catalog()))
+		if len(c.Sweeps) != len(policy.Catalog()) {
+			t.Errorf("%d sweeps, want the %d of the catalog", len(c.Sweeps), len(policy.Catalog()))
 		}
 		for k, want := range map[string]int64{
 			"serverWriteTimeoutMs": 100_000, "internalFetchTimeoutMs": 110_000, "sweepDeadlineMs": 90_000,
@@ -241,7 +241,7 @@ func TestServe(t *testing.T) {
 			}
 		}
 		var want []string
-		for _, sw := range sweep.Catalog() {
+		for _, sw := range policy.Catalog() {
 			for _, o := range wire.Outcomes() {
 				want = append(want, fmt.Sprintf(`sweeprail_runs_total{outcome=%q,sweep=%q}`, o, sw.Name))
 			}

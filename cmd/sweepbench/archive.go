@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // The archive run (BENCH_ARCHIVE=1): what archive_to costs against a plain delete of the same
@@ -122,8 +122,8 @@ func (b *bench) archiveSetup(size int, key string) setupFunc {
 			pool.Close()
 			return nil, nil, fmt.Errorf("make the archive: %w", err)
 		}
-		var specs []sweep.Spec
-		for _, s := range sweep.Catalog() {
+		var specs []policy.Spec
+		for _, s := range policy.Catalog() {
 			if s.Name == "notifications" {
 				for i := range s.Passes {
 					s.Passes[i].ArchiveTo = archive

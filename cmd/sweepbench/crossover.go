@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -109,9 +110,9 @@ func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
 	defer func() { _ = b.drop(context.WithoutCancel(ctx), name) }()
 
 	fixedAt := func(c *sweep.Config) { c.AsOf = func(context.Context) (time.Time, error) { return asOf, nil } }
-	spec := func(c cut) sweep.Spec {
-		return sweep.Spec{Name: "crossover", Passes: []sweep.Pass{{Name: "old", Table: "crossover", AgeColumn: c.p.layout,
-			Retention: asOf.Sub(c.cutoff), Mode: sweep.ModeBatched}}}
+	spec := func(c cut) policy.Spec {
+		return policy.Spec{Name: "crossover", Passes: []policy.Pass{{Name: "old", Table: "crossover", AgeColumn: c.p.layout,
+			Retention: asOf.Sub(c.cutoff), Mode: policy.ModeBatched}}}
 	}
 	// The engine's own choice for each share: its dry run on the template, whose statistics
 	// every copy shares.
@@ -124,7 +125,7 @@ func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
 		for _, c := range cuts {
 			for _, path := range []sweep.Path{sweep.PathHeap, sweep.PathIndex} {
 				con := contestant{key: string(path), db: "crossover_" + string(path), name: string(path),
-					setup: b.engineSetupWith([]sweep.Spec{spec(c)}, "crossover", path, fixedAt)}
+					setup: b.engineSetupWith([]policy.Spec{spec(c)}, "crossover", path, fixedAt)}
 				o, err := b.measure(ctx, con, name, false)
 				if err != nil {
 					return res, fmt.Errorf("crossover %s %.1f%% %s: %w", c.p.layout, 100*c.p.share, path, err)
@@ -160,7 +161,7 @@ func (p *crossoverPoint) indexOverHeap() float64 {
 // enginePath is the access path the engine would take for spec's first pass on database db now:
 // its dry run's, with the API's default settings and change applied. The pool is closed before
 // it returns: a template with a session open cannot be copied.
-func (b *bench) enginePath(ctx context.Context, db string, spec sweep.Spec, change func(*sweep.Config)) (string, error) {
+func (b *bench) enginePath(ctx context.Context, db string, spec policy.Spec, change func(*sweep.Config)) (string, error) {
 	settings, err := engineSettings()
 	if err != nil {
 		return "", err
@@ -170,7 +171,7 @@ func (b *bench) enginePath(ctx context.Context, db string, spec sweep.Spec, chan
 		return "", err
 	}
 	defer pool.Close()
-	cfg := sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: settings}
+	cfg := sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: settings}
 	change(&cfg)
 	r, err := sweep.NewRunner(cfg)
 	if err != nil {

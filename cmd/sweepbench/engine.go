@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -22,21 +23,21 @@ const (
 )
 
 // riverSpec is queuePolicy as the engine takes it.
-var riverSpec = sweep.Spec{Name: queueSweep, Passes: []sweep.Pass{{
+var riverSpec = policy.Spec{Name: queueSweep, Passes: []policy.Pass{{
 	Name: "completed", Table: "river_job", AgeColumn: "finalized_at", Where: "t.state = 'completed'",
-	Retention: 24 * time.Hour, Mode: sweep.ModeBatched,
+	Retention: 24 * time.Hour, Mode: policy.ModeBatched,
 }}}
 
 // pathEngineSetup runs the sweep engine in this process with the API's default settings, adaptive
 // batches included, on the access path path ("" chooses, as the API does): each path measured
 // as the rail would run it, without the HTTP round trips and process starts around it.
-func (b *bench) pathEngineSetup(specs []sweep.Spec, name string, path sweep.Path) setupFunc {
+func (b *bench) pathEngineSetup(specs []policy.Spec, name string, path sweep.Path) setupFunc {
 	return b.engineSetupWith(specs, name, path, nil)
 }
 
 // engineSetupWith is pathEngineSetup with change, when set, applied to the runner's configuration
 // (fixedBatches, another clock, …): every in-process contestant of make bench runs through it.
-func (b *bench) engineSetupWith(specs []sweep.Spec, name string, path sweep.Path, change func(*sweep.Config)) setupFunc {
+func (b *bench) engineSetupWith(specs []policy.Spec, name string, path sweep.Path, change func(*sweep.Config)) setupFunc {
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
 		settings, err := engineSettings()
 		if err != nil {

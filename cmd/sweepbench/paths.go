@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -78,8 +79,8 @@ func (b *bench) pathsRun(ctx context.Context) (pathsResult, error) {
 	if err := os.WriteFile(queuePolicyFile, []byte(queuePolicy), 0o600); err != nil {
 		return res, err
 	}
-	notifications := []sweep.Spec{catalogSpec("notifications")}
-	river := []sweep.Spec{riverSpec}
+	notifications := []policy.Spec{catalogSpec("notifications")}
+	river := []policy.Spec{riverSpec}
 
 	denseTpl, denseEligible, err := b.template(ctx, b.s.rows)
 	if err != nil {
@@ -105,7 +106,7 @@ func (b *bench) pathsRun(ctx context.Context) (pathsResult, error) {
 			{key: "A′", db: "p_a_bound", name: "monolithic `DELETE`, cutoff bound", setup: connectOnly(monolithicBoundRun(bound, cutoff))},
 		}
 	}
-	railOn := func(specs []sweep.Spec, name string, env []string) []contestant {
+	railOn := func(specs []policy.Spec, name string, env []string) []contestant {
 		return []contestant{
 			{key: "C", db: "p_c", name: "the rail end to end (`api serve` + `sweepcron`), path chosen", setup: b.railSetupSweep(b.s.binDir, name, env)},
 			{key: "heap", db: "p_heap", name: "the engine in-process, heap path forced", setup: b.pathEngineSetup(specs, name, sweep.PathHeap)},
@@ -175,8 +176,8 @@ func (b *bench) pathsRun(ctx context.Context) (pathsResult, error) {
 }
 
 // catalogSpec is the bundled catalog's sweep name.
-func catalogSpec(name string) sweep.Spec {
-	for _, s := range sweep.Catalog() {
+func catalogSpec(name string) policy.Spec {
+	for _, s := range policy.Catalog() {
 		if s.Name == name {
 			return s
 		}

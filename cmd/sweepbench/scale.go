@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // scalePoint is the scale run at one table size.
@@ -43,7 +43,7 @@ func (b *bench) scaleRun(ctx context.Context) (scaleResult, error) {
 			dst *outcome
 		}{
 			{contestant{key: "C", db: "scale_rail", name: "the rail, end to end", setup: b.railSetup(b.s.binDir, nil)}, &pt.rail},
-			{contestant{key: "engine", db: "scale_fixed", name: "the engine, fixed batches", setup: b.engineSetupWith(sweep.Catalog(), "notifications", "", fixedBatches(defaults.BatchSize))}, &pt.fixed},
+			{contestant{key: "engine", db: "scale_fixed", name: "the engine, fixed batches", setup: b.engineSetupWith(policy.Catalog(), "notifications", "", fixedBatches(defaults.BatchSize))}, &pt.fixed},
 		} {
 			b.logf("scale %d rows: %s", rows, m.c.name)
 			o, err := b.measure(ctx, m.c, tpl, false)

@@ -18,6 +18,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
@@ -36,7 +37,7 @@ func realAPI(t *testing.T) (*pgxpool.Pool, *httptest.Server) {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runs := history.New(pool, history.DefaultRetention)
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: logger, History: runs})
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings, Logger: logger, History: runs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("%s: category %q, want %q", name, got[name], cat)
 		}
 	}
-	if len(got) != len(sweep.Catalog()) {
-		t.Errorf("%d routes reported, want every one of the catalog's %d:\n%s", len(got), len(sweep.Catalog()), stdout)
+	if len(got) != len(policy.Catalog()) {
+		t.Errorf("%d routes reported, want every one of the catalog's %d:\n%s", len(got), len(policy.Catalog()), stdout)
 	}
 
 	t.Run("history prints the runs the API recorded", func(t *testing.T) {
@@ -121,7 +122,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("history --sweep outbox:\n%s", stdout)
 		}
 		code, stdout, _, _ = runCron(t, t.Context(), env, "history", "--limit", "100")
-		if code != 0 || strings.Count(stdout, "\n") < len(sweep.Catalog())+1 || !strings.Contains(stdout, "lease-held") {
+		if code != 0 || strings.Count(stdout, "\n") < len(policy.Catalog())+1 || !strings.Contains(stdout, "lease-held") {
 			t.Fatalf("history: every route of the tick, the skipped one included:\n%s", stdout)
 		}
 	})

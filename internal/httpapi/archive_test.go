@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/sweeprail/sweeprail/internal/httpapi"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // TestMetricLabelsArchiving exports sweeprail_rows_archived_total at zero for the passes that
 // archive, and for no other: a series that can never move would only be noise.
 func TestMetricLabelsArchiving(t *testing.T) {
 	t.Parallel()
-	specs := []sweep.Spec{{Name: "audit-log", Passes: []sweep.Pass{
+	specs := []policy.Spec{{Name: "audit-log", Passes: []policy.Pass{
 		{Name: "operational", ArchiveTo: "cold.audit_log"},
 		{Name: "compliance"},
 	}}}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -22,7 +23,7 @@ func buildCatalog(runner *sweep.Runner, b Bounds) wire.Catalog {
 	for _, s := range runner.Specs() {
 		e := wire.CatalogSweep{Name: s.Name, Route: wire.SweepRoutePrefix + s.Name, Passes: []wire.CatalogPass{}}
 		for _, p := range s.Passes {
-			e.Passes = append(e.Passes, sweep.CatalogPass(p))
+			e.Passes = append(e.Passes, policy.CatalogPass(p))
 		}
 		a.Sweeps = append(a.Sweeps, e)
 	}

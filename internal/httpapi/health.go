@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/migrations"
 )
 
@@ -74,7 +74,7 @@ func handleReadyz(logger *slog.Logger, pool *pgxpool.Pool, tables []string) http
 
 // policyTables lists, once each, the tables the specs delete from or guard by, as the policy
 // names them (bare or schema-qualified).
-func policyTables(specs []sweep.Spec) []string {
+func policyTables(specs []policy.Spec) []string {
 	var out []string
 	for _, s := range specs {
 		for _, p := range s.Passes {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/migrations"
 )
@@ -22,11 +23,11 @@ import (
 // signature.
 func probeServer(t *testing.T, pool *pgxpool.Pool) *harness {
 	t.Helper()
-	return probeServerOf(t, pool, sweep.Catalog())
+	return probeServerOf(t, pool, policy.Catalog())
 }
 
 // probeServerOf serves NewServer over pool with specs.
-func probeServerOf(t *testing.T, pool *pgxpool.Pool, specs []sweep.Spec) *harness {
+func probeServerOf(t *testing.T, pool *pgxpool.Pool, specs []policy.Spec) *harness {
 	t.Helper()
 	// The runner needs a pool even where the server is given none; this one never connects.
 	runnerPool := pool
@@ -64,9 +65,9 @@ func poolWith(t *testing.T, u, sql string) *pgxpool.Pool {
 
 // jobsPolicy is a user's policy over one table of theirs and a guard table, served on a database
 // that holds no demo schema.
-var jobsPolicy = []sweep.Spec{{Name: "jobs", Passes: []sweep.Pass{{
+var jobsPolicy = []policy.Spec{{Name: "jobs", Passes: []policy.Pass{{
 	Name: "done", Table: "queue.Jobs", AgeColumn: "finished_at", Retention: 24 * time.Hour,
-	Guards: []sweep.Guard{{Table: "job_deps", Column: "job_id", References: "id"}},
+	Guards: []policy.Guard{{Table: "job_deps", Column: "job_id", References: "id"}},
 }}}}
 
 const jobsSchema = `CREATE SCHEMA queue; CREATE TABLE queue."Jobs" (id bigint PRIMARY KEY, finished_at timestamptz);
@@ -79,7 +80,7 @@ func TestProbes(t *testing.T) {
 	cases := []struct {
 		name   string
 		pool   *pgxpool.Pool
-		specs  []sweep.Spec // nil: the bundled catalog
+		specs  []policy.Spec // nil: the bundled catalog
 		path   string
 		status int
 		// want is the error code of a failure, or a part of a success's body.
@@ -117,7 +118,7 @@ func TestProbes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			specs := tc.specs
 			if specs == nil {
-				specs = sweep.Catalog()
+				specs = policy.Catalog()
 			}
 			h := probeServerOf(t, tc.pool, specs)
 			method, path := http.MethodGet, tc.path

@@ -22,6 +22,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
@@ -129,7 +130,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	}
 	t.Cleanup(h.db.Close)
 
-	specs := sweep.Catalog()
+	specs := policy.Catalog()
 	m, err := metrics.New(h.reg, httpapi.MetricLabels(specs))
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -121,7 +122,7 @@ func TestEnsureSigned(t *testing.T) {
 	t.Cleanup(pool.Close)
 	settings := sweep.Settings{Deadline: time.Minute, StatementTimeout: time.Second, LockTimeout: time.Second, CountTimeout: time.Second,
 		BatchSize: 1000, MinBatchSize: 100, MaxBatchSize: 20000, BatchTarget: 100 * time.Millisecond, MaxBatches: 10}
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings, Logger: slog.New(slog.DiscardHandler)})
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

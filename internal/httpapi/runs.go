@@ -6,14 +6,14 @@ import (
 	"strconv"
 
 	"github.com/sweeprail/sweeprail/internal/history"
-	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // handleRuns serves GET /internal/runs?sweep=&limit=: the run history, newest first. Both
 // parameters are optional; any other is refused, as is an unknown sweep, so that a typo is not
 // read as "no runs".
-func handleRuns(logger *slog.Logger, store *history.Store, specs []sweep.Spec) http.Handler {
+func handleRuns(logger *slog.Logger, store *history.Store, specs []policy.Spec) http.Handler {
 	known := map[string]bool{}
 	for _, s := range specs {
 		known[s.Name] = true

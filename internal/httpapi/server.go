@@ -17,6 +17,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -123,7 +124,7 @@ func NewServer(deps Deps) http.Handler {
 // MetricLabels lists every label value the metrics of a server over specs can take: each sweep
 // and pass (and which passes archive), each outcome, each reason the signature check refuses for. metrics.New exports them
 // all at zero from boot.
-func MetricLabels(specs []sweep.Spec) metrics.Labels {
+func MetricLabels(specs []policy.Spec) metrics.Labels {
 	l := metrics.Labels{Outcomes: wire.Outcomes()}
 	for _, s := range specs {
 		ms := metrics.Sweep{Name: s.Name}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/httpapi"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
@@ -38,7 +39,7 @@ func fuzzServer(f *testing.F) func() (http.Handler, *dbTrace) {
 	}
 	f.Cleanup(pool.Close)
 	logger := slog.New(slog.DiscardHandler)
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: defaultOptions().settings, Logger: logger})
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: defaultOptions().settings, Logger: logger})
 	if err != nil {
 		f.Fatal(err)
 	}

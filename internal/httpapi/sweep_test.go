@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
-	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -356,7 +356,7 @@ func TestCatalog(t *testing.T) {
 		Bounds map[string]int64 `json:"bounds"`
 	}
 	decode(t, a, &got)
-	catalog := sweep.Catalog()
+	catalog := policy.Catalog()
 	if len(got.Sweeps) != len(catalog) {
 		t.Fatalf("%d sweeps listed, want %d", len(got.Sweeps), len(catalog))
 	}

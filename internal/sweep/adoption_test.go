@@ -10,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/demo"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -48,7 +50,7 @@ func TestIndexVerdict(t *testing.T) {
 		exec(t, pool, `INSERT INTO jobs (state, scheduled_at) SELECT CASE WHEN i % 10 = 0 THEN 'available' ELSE 'completed' END,
 			now() - i * interval '1 second' FROM generate_series(1, 20000) i`)
 		exec(t, pool, `ANALYZE jobs`)
-		pol, err := sweep.LoadPolicy("jobs.yaml", []byte(`sweeps:
+		pol, err := policy.Load("jobs.yaml", []byte(`sweeps:
   - name: jobs
     passes:
       - name: completed
@@ -60,7 +62,7 @@ func TestIndexVerdict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = pol.Check(ctx, pool)
+		_, err = check.Policy(ctx, pool, pol)
 		want := `CREATE INDEX CONCURRENTLY ON jobs (scheduled_at) WHERE state = 'completed';`
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("check: %v\nwant a refusal suggesting %s", err, want)
@@ -70,7 +72,7 @@ func TestIndexVerdict(t *testing.T) {
 			t.Fatalf("dry run: %+v %v, want indexed false", dr, err)
 		}
 		exec(t, pool, strings.TrimSuffix(strings.Replace(want, " CONCURRENTLY", "", 1), ";"))
-		if _, err := pol.Check(ctx, pool); err != nil {
+		if _, err := check.Policy(ctx, pool, pol); err != nil {
 			t.Fatalf("check with the suggested index: %v", err)
 		}
 		if dr, err := r.DryRun(ctx, "jobs"); err != nil || !dr.Passes[0].Indexed {
@@ -82,11 +84,11 @@ func TestIndexVerdict(t *testing.T) {
 		t.Parallel()
 		verdicts := func(t *testing.T, pool *pgxpool.Pool) string {
 			t.Helper()
-			_, checkErr := sweep.DefaultPolicy().Check(ctx, pool)
-			r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
+			_, checkErr := check.Policy(ctx, pool, policy.Default())
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()})
 			var b strings.Builder
 			fmt.Fprintf(&b, "check: %v\n", checkErr)
-			for _, s := range sweep.Catalog() {
+			for _, s := range policy.Catalog() {
 				dr, err := r.DryRun(ctx, s.Name)
 				if err != nil {
 					t.Fatal(err)
@@ -113,8 +115,8 @@ func TestIndexVerdict(t *testing.T) {
 			if rows > 200 {
 				continue
 			}
-			r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
-			for _, s := range sweep.Catalog() {
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()})
+			for _, s := range policy.Catalog() {
 				run(t, r, s.Name)
 			}
 			exec(t, pool, "ANALYZE")
@@ -144,9 +146,9 @@ func TestDryRunEstimate(t *testing.T) {
 	if !strings.Contains(plan, "Gather") {
 		t.Fatalf("precondition: want a parallel plan, got %s", plan)
 	}
-	spec := sweep.Spec{Name: "events", Passes: []sweep.Pass{{Name: "old", Table: "events", AgeColumn: "created_at",
+	spec := policy.Spec{Name: "events", Passes: []policy.Pass{{Name: "old", Table: "events", AgeColumn: "created_at",
 		Retention: 30 * 24 * time.Hour, AllowUnindexed: true}}}
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: settings()})
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: settings()})
 	dr, err := r.DryRun(ctx, "events")
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +162,7 @@ func TestDryRunEstimate(t *testing.T) {
 // TestShortRetention checks the opt-in below the 1h floor.
 func TestShortRetention(t *testing.T) {
 	t.Parallel()
-	policy := func(extra string) string {
+	policyYAML := func(extra string) string {
 		return `sweeps:
   - name: jobs
     passes:
@@ -171,21 +173,21 @@ func TestShortRetention(t *testing.T) {
 ` + extra
 	}
 	t.Run("refused without the opt-in", func(t *testing.T) {
-		_, err := sweep.LoadPolicy("p.yaml", []byte(policy("")))
+		_, err := policy.Load("p.yaml", []byte(policyYAML("")))
 		if err == nil || !strings.Contains(err.Error(), "p.yaml:7: pass \"done\" of sweep \"jobs\": retention 1m is below the floor of 1h") ||
 			!strings.Contains(err.Error(), "allow_short_retention") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("below a minute refused even with it", func(t *testing.T) {
-		_, err := sweep.LoadPolicy("p.yaml", []byte(strings.Replace(policy("        allow_short_retention: true\n"), "60s", "30s", 1)))
+		_, err := policy.Load("p.yaml", []byte(strings.Replace(policyYAML("        allow_short_retention: true\n"), "60s", "30s", 1)))
 		if err == nil || !strings.Contains(err.Error(), "below the floor of 1m") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("exact with it", func(t *testing.T) {
 		t.Parallel()
-		pol, err := sweep.LoadPolicy("p.yaml", []byte(policy("        allow_short_retention: true\n")))
+		pol, err := policy.Load("p.yaml", []byte(policyYAML("        allow_short_retention: true\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,8 +234,8 @@ func TestOneCutoff(t *testing.T) {
 				err := pool.QueryRow(ctx, "SELECT now()").Scan(&now)
 				return now.In(tokyo), err // as pgx hands it to a process whose zone is Asia/Tokyo
 			}
-			spec := sweep.Spec{Name: "stamps", Passes: []sweep.Pass{{Name: "old", Table: "stamps", AgeColumn: "at", Retention: 24 * time.Hour}}}
-			r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: settings(), AsOf: asOf})
+			spec := policy.Spec{Name: "stamps", Passes: []policy.Pass{{Name: "old", Table: "stamps", AgeColumn: "at", Retention: 24 * time.Hour}}}
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: settings(), AsOf: asOf})
 			dr, err := r.DryRun(ctx, "stamps")
 			if err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -70,14 +71,14 @@ func freshPool(t *testing.T, u string) *pgxpool.Pool {
 // server between batches and in the middle of one.
 func TestArchiveForeign(t *testing.T) {
 	t.Parallel()
-	spec := auditArchiveSpec(sweep.ModeBatched, coldArchiveName)
-	yaml := policy(passYAML("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: "+coldArchiveName))
+	spec := auditArchiveSpec(policy.ModeBatched, coldArchiveName)
+	yaml := policyYAML(passYAML("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: "+coldArchiveName))
 
 	t.Run("moves exactly the eligible rows to the cold server", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
 		_, coldURL := coldSetup(t, pool)
-		if warnings, err := check(t, pool, yaml); err != nil || len(warnings) > 0 {
+		if warnings, err := checkYAML(t, pool, yaml); err != nil || len(warnings) > 0 {
 			t.Fatalf("policy check: %v, warnings %v", err, warnings)
 		}
 		at := dbNow(t, pool)
@@ -94,7 +95,7 @@ func TestArchiveForeign(t *testing.T) {
 		}
 	})
 
-	// What a remote commit that went through while the local one did not leaves behind (archive.go):
+	// What a remote commit that went through while the local one did not leaves behind (statement/archive.go):
 	// the archive holds a row that is still in the swept table. The archive's key refuses the
 	// second copy; the operator deletes the row from the swept table (docs/POLICY.md), and the
 	// sweep goes on.
@@ -151,7 +152,7 @@ func TestArchiveForeign(t *testing.T) {
 			t.Fatalf("while down: %s, deleted %d; want batch-error, nothing", res.StopReason, res.Deleted)
 		}
 		// The policy check warns, and does not refuse: the API boots while its cold storage is down.
-		warnings, err := check(t, pool, yaml)
+		warnings, err := checkYAML(t, pool, yaml)
 		if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], `the server of foreign archive "cold.audit_log_archive" could not be reached`) {
 			t.Errorf("policy check while down: %v, warnings %q; want one warning", err, warnings)
 		}
@@ -223,14 +224,14 @@ func TestArchiveForeign(t *testing.T) {
 		// The foreign table says the remote has details; it does not.
 		exec(t, pool, `CREATE FOREIGN TABLE cold.narrow (id bigint, actor_account_id uuid, action text, retention_bucket text, details jsonb, occurred_at timestamptz)
 			SERVER cold OPTIONS (schema_name 'public', table_name 'narrow')`)
-		_, err := check(t, pool, policy(passYAML("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: cold.narrow")))
+		_, err := checkYAML(t, pool, policyYAML(passYAML("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: cold.narrow")))
 		want := `p.yaml:9: pass "p" of sweep "s": the remote table of foreign archive "cold.narrow" has no column "details": add it there (column "details" does not exist (SQLSTATE 42703)`
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("got %v\nwant %s", err, want)
 		}
 		exec(t, pool, `CREATE FOREIGN TABLE cold.nowhere (id bigint, actor_account_id uuid, action text, retention_bucket text, details jsonb, occurred_at timestamptz)
 			SERVER cold OPTIONS (schema_name 'public', table_name 'nowhere')`)
-		_, err = check(t, pool, policy(passYAML("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: cold.nowhere")))
+		_, err = checkYAML(t, pool, policyYAML(passYAML("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: cold.nowhere")))
 		want = `the remote table of foreign archive "cold.nowhere" cannot be read: relation "public.nowhere" does not exist (SQLSTATE 42P01)`
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("got %v\nwant %s", err, want)
@@ -282,10 +283,10 @@ func TestArchivePolicyDoc(t *testing.T) {
 		"TO sweeprail", "TO CURRENT_USER",
 	).Replace(hotSQL))
 
-	if warnings, err := check(t, admin, yaml); err != nil || len(warnings) > 0 {
+	if warnings, err := checkYAML(t, admin, yaml); err != nil || len(warnings) > 0 {
 		t.Fatalf("the check: %v, warnings %q", err, warnings)
 	}
-	pol, err := sweep.LoadPolicy("p.yaml", []byte(yaml))
+	pol, err := policy.Load("p.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -48,8 +49,8 @@ FROM generate_series(1, $2::int) i`, at, keep)
 }
 
 // auditArchiveSpec is the audit-log sweep's operational pass, archiving to archive.
-func auditArchiveSpec(mode sweep.Mode, archive string) sweep.Spec {
-	return sweep.Spec{Name: "audit-archive", Passes: []sweep.Pass{{
+func auditArchiveSpec(mode policy.Mode, archive string) policy.Spec {
+	return policy.Spec{Name: "audit-archive", Passes: []policy.Pass{{
 		Name: "operational", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'operational'",
 		Retention: auditRetention, Mode: mode, ArchiveTo: archive,
 	}}}
@@ -159,12 +160,12 @@ func (o auditOracle) check(t *testing.T, pool, archivePool *pgxpool.Pool, archiv
 
 // archiveRunner is a runner of spec with fixed batches of size, pinned at at; after, when set, is
 // called after each batch with the number of batches done (the runner's pause hook).
-func archiveRunner(t *testing.T, pool *pgxpool.Pool, spec sweep.Spec, at time.Time, size int, after func(batches int)) *sweep.Runner {
+func archiveRunner(t *testing.T, pool *pgxpool.Pool, spec policy.Spec, at time.Time, size int, after func(batches int)) *sweep.Runner {
 	t.Helper()
 	s := fixed(settings(), size)
 	// Roomy: tests that hold a lock end the batch themselves, long before these.
 	s.StatementTimeout, s.LockTimeout = 30*time.Second, 30*time.Second
-	cfg := sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: s, AsOf: fixedAsOf(at)}
+	cfg := sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: s, AsOf: fixedAsOf(at)}
 	if after != nil {
 		s.Pause = time.Millisecond
 		cfg.Settings = s
@@ -206,7 +207,7 @@ func TestArchive(t *testing.T) {
 		at := dbNow(t, pool)
 		seedAudit(t, pool, at, 250, 20)
 		o := newAuditOracle(t, pool, at)
-		res := run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		res := run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
 		if n := o.check(t, pool, pool, archive, true); n != 250 {
 			t.Errorf("archive holds %d rows, want 250", n)
 		}
@@ -219,7 +220,7 @@ func TestArchive(t *testing.T) {
 			t.Errorf("%d archived rows without archived_at: the archive's own default must fill it", n)
 		}
 		// The rows keep their ids in an archive whose id is GENERATED ALWAYS AS IDENTITY.
-		if res = run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive"); res.Deleted != 0 || res.Archived != 0 {
+		if res = run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive"); res.Deleted != 0 || res.Archived != 0 {
 			t.Errorf("a second run moved %d rows (archived %d), want none", res.Deleted, res.Archived)
 		}
 	})
@@ -231,7 +232,7 @@ func TestArchive(t *testing.T) {
 		at := dbNow(t, pool)
 		seedAudit(t, pool, at, 40, 5)
 		o := newAuditOracle(t, pool, at)
-		res := run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeSingle, archive), at, 10, nil), "audit-archive")
+		res := run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeSingle, archive), at, 10, nil), "audit-archive")
 		o.check(t, pool, pool, archive, true)
 		if res.Deleted != 40 || res.Archived != 40 || res.BatchCount != 1 {
 			t.Errorf("deleted %d, archived %d in %d batches; want 40, 40 in 1", res.Deleted, res.Archived, res.BatchCount)
@@ -243,7 +244,7 @@ func TestArchive(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedAudit(t, pool, at, 30, 5)
-		res := run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, ""), at, 100, nil), "audit-archive")
+		res := run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, ""), at, 100, nil), "audit-archive")
 		if res.Deleted != 30 || res.Archived != 0 || res.Passes[0].Archived != 0 {
 			t.Errorf("deleted %d, archived %d; want 30, 0", res.Deleted, res.Archived)
 		}
@@ -257,7 +258,7 @@ func TestArchive(t *testing.T) {
 		seedAudit(t, pool, at, 120, 10)
 		var counts []int64
 		for _, archive := range []string{"", archive} {
-			r := archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil)
+			r := archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil)
 			dr, err := r.DryRun(ctx, "audit-archive")
 			if err != nil {
 				t.Fatal(err)
@@ -285,7 +286,7 @@ func TestArchive(t *testing.T) {
 		at := dbNow(t, pool)
 		seedAudit(t, pool, at, 250, 10)
 		o := newAuditOracle(t, pool, at)
-		r := archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, func(batches int) {
+		r := archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, func(batches int) {
 			if batches == 1 {
 				exec(t, pool, `ALTER TABLE audit_log ADD COLUMN source_ip text`)
 			}
@@ -312,7 +313,7 @@ func TestArchive(t *testing.T) {
 		o.check(t, pool, pool, archive, true)
 	})
 
-	// What a lost remote commit leaves behind (archive.go): a row the archive holds, still in the
+	// What a lost remote commit leaves behind (statement/archive.go): a row the archive holds, still in the
 	// swept table. An archive with the swept table's key refuses the second copy.
 	t.Run("a row already in the archive fails its batch on both sides", func(t *testing.T) {
 		t.Parallel()
@@ -324,7 +325,7 @@ func TestArchive(t *testing.T) {
 		// The oldest row: the first batch's.
 		exec(t, pool, `INSERT INTO archive.audit_log OVERRIDING SYSTEM VALUE
 			SELECT * FROM audit_log WHERE retention_bucket = 'operational' ORDER BY occurred_at, id LIMIT 1`)
-		res := run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		res := run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
 		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "23505" || res.Deleted != 0 || res.Archived != 0 {
 			t.Fatalf("got %s, deleted %d, error %+v; want batch-error 23505, nothing moved", res.StopReason, res.Deleted, res.Error)
 		}
@@ -345,7 +346,7 @@ func TestArchive(t *testing.T) {
 		o := newAuditOracle(t, pool, at)
 		runCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		r := archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, func(batches int) {
+		r := archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, func(batches int) {
 			if batches == 2 {
 				cancel() // the API's SIGTERM
 			}
@@ -358,7 +359,7 @@ func TestArchive(t *testing.T) {
 			t.Fatalf("got %s, deleted %d, archived %d; want shutdown after 200", res.StopReason, res.Deleted, res.Archived)
 		}
 		o.check(t, pool, pool, archive, false)
-		res = run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		res = run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
 		if res.Archived != 250 {
 			t.Errorf("the next run archived %d, want the remaining 250", res.Archived)
 		}
@@ -381,7 +382,7 @@ func TestArchive(t *testing.T) {
 		o := newAuditOracle(t, pool, at)
 		blocker := dbtest.Conn(t, u)
 		held := false
-		r := archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, func(batches int) {
+		r := archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, func(batches int) {
 			if batches == 1 {
 				for _, q := range []string{"BEGIN", "LOCK TABLE archive.audit_log IN SHARE MODE"} {
 					if _, err := blocker.Exec(ctx, q); err != nil {
@@ -412,14 +413,14 @@ func TestArchive(t *testing.T) {
 		if n := o.check(t, pool, pool, archive, false); n != 100 {
 			t.Errorf("archive holds %d rows, want the first batch's 100", n)
 		}
-		res = run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		res = run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
 		if res.Archived != 150 {
 			t.Errorf("the next run archived %d, want the remaining 150", res.Archived)
 		}
 		o.check(t, pool, pool, archive, true)
 	})
 
-	// A batch that archives commits synchronously (archive.go): an archive trigger records the
+	// A batch that archives commits synchronously (statement/archive.go): an archive trigger records the
 	// setting its batch ran with.
 	t.Run("an archiving batch commits synchronously", func(t *testing.T) {
 		t.Parallel()
@@ -434,7 +435,7 @@ END $$;
 CREATE TRIGGER note_commit_mode AFTER INSERT ON archive.audit_log FOR EACH STATEMENT EXECUTE FUNCTION archive.note_commit_mode()`)
 		at := dbNow(t, pool)
 		seedAudit(t, pool, at, 150, 5)
-		run(t, archiveRunner(t, pool, auditArchiveSpec(sweep.ModeBatched, archive), at, 100, nil), "audit-archive")
+		run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
 		if n := count(t, pool, `SELECT count(*) FROM archive.commit_modes WHERE mode = 'on'`); n != 2 || count(t, pool, `SELECT count(*) FROM archive.commit_modes`) != 2 {
 			t.Errorf("%d of the two batches ran with synchronous_commit on", n)
 		}
@@ -447,8 +448,8 @@ CREATE TRIGGER note_commit_mode AFTER INSERT ON archive.audit_log FOR EACH STATE
 		at := dbNow(t, pool)
 		seedAudit(t, pool, at, 150, 5)
 		store := history.New(pool, 30*24*time.Hour)
-		spec := auditArchiveSpec(sweep.ModeBatched, archive)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at), History: store})
+		spec := auditArchiveSpec(policy.ModeBatched, archive)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at), History: store})
 		run(t, r, "audit-archive")
 		runs, err := store.List(ctx, "audit-archive", 1)
 		if err != nil || len(runs) != 1 {
@@ -470,8 +471,8 @@ CREATE TRIGGER note_commit_mode AFTER INSERT ON archive.audit_log FOR EACH STATE
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec := auditArchiveSpec(sweep.ModeBatched, archive)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: fixed(settings(), 100), Metrics: m, AsOf: fixedAsOf(at)})
+		spec := auditArchiveSpec(policy.ModeBatched, archive)
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: fixed(settings(), 100), Metrics: m, AsOf: fixedAsOf(at)})
 		run(t, r, "audit-archive")
 		want := `
 # HELP sweeprail_rows_archived_total Rows moved to an archive table by sweeps (archive_to), by sweep and pass; each was also counted as deleted.
@@ -488,13 +489,13 @@ sweeprail_rows_archived_total{pass="operational",sweep="audit-archive"} 150
 func TestArchivePolicy(t *testing.T) {
 	t.Parallel()
 	t.Run("loads and shows in the catalog", func(t *testing.T) {
-		pol, err := sweep.LoadPolicy("p.yaml", []byte(policy(passYAML("audit_log", "occurred_at", "archive_to: archive.audit_log"))))
+		pol, err := policy.Load("p.yaml", []byte(policyYAML(passYAML("audit_log", "occurred_at", "archive_to: archive.audit_log"))))
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := pol.Specs[0].Passes[0]
-		if p.ArchiveTo != "archive.audit_log" || sweep.CatalogPass(p).ArchiveTo != "archive.audit_log" {
-			t.Errorf("archive_to %q, catalog %q", p.ArchiveTo, sweep.CatalogPass(p).ArchiveTo)
+		if p.ArchiveTo != "archive.audit_log" || policy.CatalogPass(p).ArchiveTo != "archive.audit_log" {
+			t.Errorf("archive_to %q, catalog %q", p.ArchiveTo, policy.CatalogPass(p).ArchiveTo)
 		}
 	})
 	for _, tc := range []struct{ name, pass, want string }{
@@ -512,7 +513,7 @@ func TestArchivePolicy(t *testing.T) {
 			`unknown key "archiveTo" in a pass (did you mean "archive_to"?)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sweep.LoadPolicy("p.yaml", []byte(policy(tc.pass)))
+			_, err := policy.Load("p.yaml", []byte(policyYAML(tc.pass)))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v\nwant %s", err, tc.want)
 			}
@@ -535,14 +536,14 @@ CREATE TABLE archive.partitioned (LIKE public.audit_log) PARTITION BY RANGE (occ
 CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
 	const where = "where: t.retention_bucket = 'operational'"
 	pass := func(archive string) string {
-		return policy(passYAML("audit_log", "occurred_at", where, "archive_to: "+archive))
+		return policyYAML(passYAML("audit_log", "occurred_at", where, "archive_to: "+archive))
 	}
 	const at = `p.yaml:9: pass "p" of sweep "s": `
 
 	t.Run("accepts", func(t *testing.T) {
 		for _, archive := range []string{"archive.audit_log", "archive.loose", "archive.partitioned"} {
 			for _, mode := range []string{"batched", "single"} {
-				warnings, err := check(t, pool, policy(passYAML("audit_log", "occurred_at", where, "mode: "+mode, "archive_to: "+archive)))
+				warnings, err := checkYAML(t, pool, policyYAML(passYAML("audit_log", "occurred_at", where, "mode: "+mode, "archive_to: "+archive)))
 				if err != nil || len(warnings) > 0 {
 					t.Errorf("%s, %s: %v, warnings %v", archive, mode, err, warnings)
 				}
@@ -564,7 +565,7 @@ CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
 				"a column of another type": at + `archive_to table "archive.mistyped" does not accept column "details" (jsonb in "audit_log", integer in the archive): column "details" is of type integer but expression is of type jsonb (SQLSTATE 42804)`,
 				"a generated column":       at + `archive_to table "archive.generated" does not accept column "occurred_at" (timestamp with time zone in "audit_log", timestamp with time zone in the archive): cannot insert a non-DEFAULT value into column "occurred_at" (SQLSTATE 428C9)`,
 			}[tc.name]
-			_, err := check(t, pool, pass(tc.archive))
+			_, err := checkYAML(t, pool, pass(tc.archive))
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("got %v\nwant %s", err, want)
 			}
@@ -594,13 +595,13 @@ CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
 			t.Fatal(err)
 		}
 		t.Cleanup(as.Close)
-		_, err = check(t, as, pass("archive.audit_log"))
+		_, err = checkYAML(t, as, pass("archive.audit_log"))
 		want := at + fmt.Sprintf(`the API's role %q may not insert into archive_to table "archive.audit_log" (columns actor_account_id, retention_bucket, details, occurred_at): GRANT INSERT ON archive.audit_log TO %s;`, role, role)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("got %v\nwant %s", err, want)
 		}
 		exec(t, pool, fmt.Sprintf(`GRANT INSERT ON archive.audit_log TO %s`, role))
-		if _, err := check(t, as, pass("archive.audit_log")); err != nil {
+		if _, err := checkYAML(t, as, pass("archive.audit_log")); err != nil {
 			t.Fatalf("with INSERT granted: %v", err)
 		}
 	})

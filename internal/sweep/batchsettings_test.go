@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -26,9 +27,9 @@ func TestBatchSettings(t *testing.T) {
 		SELECT true $$`)
 	exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
 
-	specs := []sweep.Spec{{Name: "probe", Passes: []sweep.Pass{{
+	specs := []policy.Spec{{Name: "probe", Passes: []policy.Pass{{
 		Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour,
-		Mode: sweep.ModePerRow, Function: "probe_settings",
+		Mode: policy.ModePerRow, Function: "probe_settings",
 	}}}}
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings()})
 	if res := run(t, r, "probe"); res.Deleted != 1 || res.Error != nil {
@@ -70,7 +71,7 @@ func TestIndexPathPlanSettings(t *testing.T) {
 				INSERT INTO probe_seen VALUES (current_setting('enable_sort') || ' ' || current_setting('enable_bitmapscan'));
 				SELECT true $$`)
 			exec(t, pool, `INSERT INTO probe SELECT i, now() - interval '2 days' FROM generate_series(1, 10) i`)
-			specs := []sweep.Spec{{Name: "probe", Passes: []sweep.Pass{{
+			specs := []policy.Spec{{Name: "probe", Passes: []policy.Pass{{
 				Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour, Where: "probe_plan()",
 			}}}}
 			r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: specs, Settings: settings()}, tc.path, 0, 0, false))

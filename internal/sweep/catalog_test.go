@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/demo"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -97,7 +99,7 @@ INSERT INTO idempotency_records (account_id, idempotency_key, request_hash, stat
 			})
 		}
 	}
-	for _, s := range sweep.Catalog() {
+	for _, s := range policy.Catalog() {
 		if !covered[s.Name] {
 			t.Errorf("sweep %q has no case here", s.Name)
 		}
@@ -145,7 +147,7 @@ func testCatalogCase(t *testing.T, tp testPath, tc catalogCase) {
 		t.Fatalf("fixture has %d del and %d keep rows", len(delBefore), len(keepBefore))
 	}
 
-	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)}, 1))
+	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)}, 1))
 	res := run(t, r, tc.sweep)
 	delAfter, keepAfter := labels()
 	if len(delAfter) > 0 {
@@ -163,7 +165,7 @@ func testCatalogCase(t *testing.T, tp testPath, tc catalogCase) {
 	}
 	for i, p := range spec(t, tc.sweep).Passes {
 		want := string(tp.path)
-		if p.Mode != sweep.ModeBatched {
+		if p.Mode != policy.ModeBatched {
 			want = string(p.Mode)
 		}
 		if i < len(res.Passes) && res.Passes[i].Path != want {
@@ -183,11 +185,11 @@ func TestDemoSeed(t *testing.T) {
 	if err := demo.Seed(ctx, pool, 100_000, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if warnings, err := sweep.DefaultPolicy().Check(ctx, pool); err != nil || len(warnings) > 0 {
+	if warnings, err := check.Policy(ctx, pool, policy.Default()); err != nil || len(warnings) > 0 {
 		t.Fatalf("the bundled policy fails its check on demo data: %v %v", err, warnings)
 	}
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
-	for _, s := range sweep.Catalog() {
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()})
+	for _, s := range policy.Catalog() {
 		dr, err := r.DryRun(ctx, s.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -212,7 +214,7 @@ func TestWithRetention(t *testing.T) {
 	}{
 		{"none", nil, ""},
 		{"longer", map[string]time.Duration{"notifications.read": 90 * 24 * time.Hour}, ""},
-		{"at the floor", map[string]time.Duration{"refresh-tokens.expired": sweep.MinRetention}, ""},
+		{"at the floor", map[string]time.Duration{"refresh-tokens.expired": policy.MinRetention}, ""},
 		{"zero", map[string]time.Duration{"notifications.read": 0}, "below the floor"},
 		{"negative", map[string]time.Duration{"notifications.read": -time.Hour}, "below the floor"},
 		{"five minutes", map[string]time.Duration{"notifications.read": 5 * time.Minute}, "below the floor"},
@@ -220,7 +222,7 @@ func TestWithRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := sweep.WithRetention(sweep.Catalog(), tt.overrides)
+			got, err := policy.WithRetention(policy.Catalog(), tt.overrides)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -243,7 +245,7 @@ func TestWithRetention(t *testing.T) {
 		})
 	}
 	t.Run("catalog untouched", func(t *testing.T) {
-		if _, err := sweep.WithRetention(sweep.Catalog(), map[string]time.Duration{"notifications.read": 99 * time.Hour}); err != nil {
+		if _, err := policy.WithRetention(policy.Catalog(), map[string]time.Duration{"notifications.read": 99 * time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if spec(t, "notifications").Passes[0].Retention != 30*24*time.Hour {
@@ -254,22 +256,22 @@ func TestWithRetention(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	good := sweep.Pass{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour}
+	good := policy.Pass{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour}
 	tests := []struct {
 		name    string
-		specs   []sweep.Spec
+		specs   []policy.Spec
 		wantErr string
 	}{
-		{"catalog", sweep.Catalog(), ""},
-		{"not url-safe", []sweep.Spec{{Name: "Bad/Name", Passes: []sweep.Pass{good}}}, "name must be"},
-		{"duplicate", []sweep.Spec{{Name: "a", Passes: []sweep.Pass{good}}, {Name: "a", Passes: []sweep.Pass{good}}}, "used twice"},
-		{"no passes", []sweep.Spec{{Name: "a"}}, "no passes"},
-		{"per-row without function", []sweep.Spec{{Name: "a", Passes: []sweep.Pass{{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour, Mode: sweep.ModePerRow}}}}, "needs a function"},
-		{"unknown mode", []sweep.Spec{{Name: "a", Passes: []sweep.Pass{{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour, Mode: "bulk"}}}}, "unknown mode"},
+		{"catalog", policy.Catalog(), ""},
+		{"not url-safe", []policy.Spec{{Name: "Bad/Name", Passes: []policy.Pass{good}}}, "name must be"},
+		{"duplicate", []policy.Spec{{Name: "a", Passes: []policy.Pass{good}}, {Name: "a", Passes: []policy.Pass{good}}}, "used twice"},
+		{"no passes", []policy.Spec{{Name: "a"}}, "no passes"},
+		{"per-row without function", []policy.Spec{{Name: "a", Passes: []policy.Pass{{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour, Mode: policy.ModePerRow}}}}, "needs a function"},
+		{"unknown mode", []policy.Spec{{Name: "a", Passes: []policy.Pass{{Name: "p", Table: "t", AgeColumn: "c", Retention: time.Hour, Mode: "bulk"}}}}, "unknown mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := sweep.Validate(tt.specs)
+			err := policy.Validate(tt.specs)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -51,7 +52,7 @@ func TestBatchDebugLog(t *testing.T) {
 		seedNotifications(t, pool, at, 2500, 10)
 		var out syncBuffer
 		logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), Logger: logger, AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 1000), Logger: logger, AsOf: fixedAsOf(at)})
 		res := run(t, r, "notifications")
 		lines := out.batchLines(t)
 		if len(lines) != res.BatchCount || len(lines) != 3 {
@@ -76,7 +77,7 @@ func TestBatchDebugLog(t *testing.T) {
 		seedNotifications(t, pool, at, 1500, 0)
 		var out syncBuffer
 		logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), Logger: logger, AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 1000), Logger: logger, AsOf: fixedAsOf(at)})
 		if res := run(t, r, "notifications"); res.Deleted != 1500 {
 			t.Fatalf("deleted %d, want 1500", res.Deleted)
 		}

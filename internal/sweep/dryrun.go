@@ -8,6 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sweeprail/sweeprail/internal/explain"
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -37,7 +40,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		st := sts[i]
 		cutoff := ref.Add(-p.Retention)
 		dp := wire.DryRunPass{Pass: p.Name}
-		if p.Mode == ModePartitions {
+		if p.Mode == policy.ModePartitions {
 			if err := r.dryRunPartitions(ctx, p, cutoff, &dp); err != nil {
 				return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 			}
@@ -47,7 +50,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 			if _, dp.Indexed, err = r.plan(ctx, p, st, cutoff); err != nil {
 				return nil, fmt.Errorf("dry run %q: plan pass %q: %w", name, p.Name, err)
 			}
-			dp.Indexed = dp.Indexed || p.Boundary == BoundaryKeep
+			dp.Indexed = dp.Indexed || p.Boundary == policy.BoundaryKeep
 			dp.Path = string(PathPartitions)
 			res.Passes = append(res.Passes, dp)
 			continue
@@ -84,7 +87,7 @@ func isQueryCanceled(err error) bool {
 
 // count answers the eligible rows, then the rows of each of the pass's children that would go
 // with them.
-func (r *Runner) count(ctx context.Context, st statements, cutoff any, children int) ([]int64, error) {
+func (r *Runner) count(ctx context.Context, st statement.Set, cutoff any, children int) ([]int64, error) {
 	counts := make([]int64, 1+children)
 	dest := make([]any, len(counts))
 	for i := range counts {
@@ -94,7 +97,7 @@ func (r *Runner) count(ctx context.Context, st statements, cutoff any, children 
 		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.cfg.Settings.CountTimeout)); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, st.count, cutoff).Scan(dest...)
+		return tx.QueryRow(ctx, st.Count, cutoff).Scan(dest...)
 	})
 	return counts, err
 }
@@ -103,18 +106,18 @@ func (r *Runner) count(ctx context.Context, st statements, cutoff any, children 
 // sequential scans and sorts priced out, for whether an index serves the batch select at all
 // (ageIndexServes). The second answer is the policy check's, and does not depend on the table's
 // size, so the two never disagree.
-func (r *Runner) plan(ctx context.Context, p Pass, st statements, cutoff any) (estimate int64, indexed bool, err error) {
-	raw, err := explainJSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.estimate, cutoff)
+func (r *Runner) plan(ctx context.Context, p policy.Pass, st statement.Set, cutoff any) (estimate int64, indexed bool, err error) {
+	raw, err := explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.Estimate, cutoff)
 	if err != nil {
 		return 0, false, err
 	}
-	if estimate, err = topPlanRows(raw); err != nil {
+	if estimate, err = explain.TopRows(raw); err != nil {
 		return 0, false, err
 	}
 	size := firstPositive(p.BatchSize, r.cfg.Settings.BatchSize)
-	if raw, err = explainJSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.probe, cutoff, size); err != nil {
+	if raw, err = explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.Probe, cutoff, size); err != nil {
 		return 0, false, err
 	}
-	indexed, err = indexServes(raw, p)
+	indexed, err = explain.IndexServes(raw, p)
 	return estimate, indexed, err
 }

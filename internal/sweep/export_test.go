@@ -1,6 +1,11 @@
 package sweep
 
-import "time"
+import (
+	"time"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
+)
 
 // WithTestKnobs returns cfg with the test knobs set: every batched pass on path (empty: chosen),
 // the heap path's ranges fixed at heapBlocks blocks (0: adaptive), the first attempt's lock
@@ -12,9 +17,9 @@ func WithTestKnobs(cfg Config, path Path, heapBlocks uint32, rowLockWait time.Du
 
 // HeapBatchSQL is pass p's heap-path batch in its first form, for a timestamptz age column;
 // capped, the form of a pass with max_rows.
-func HeapBatchSQL(p Pass, capped bool) string {
+func HeapBatchSQL(p policy.Pass, capped bool) string {
 	if capped {
-		return buildStatements(p, kindInstant).unlocked.heapCapped
+		return statement.Build(p, statement.Instant).Unlocked.HeapCapped
 	}
-	return buildStatements(p, kindInstant).unlocked.heap
+	return statement.Build(p, statement.Instant).Unlocked.Heap
 }

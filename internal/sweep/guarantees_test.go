@@ -9,6 +9,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/lease"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -53,7 +54,7 @@ func TestGuarantees(t *testing.T) {
 		exec(t, pool, `INSERT INTO notifications (account_id, kind, read_at) VALUES
 			('00000000-0000-0000-0000-000000000001', 'fifty', pg_catalog.now() - interval '50 days'),
 			('00000000-0000-0000-0000-000000000001', 'eighty', pg_catalog.now() - interval '80 days')`)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: settings()})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: settings()})
 		res := run(t, r, "notifications")
 		if res.StopReason != wire.StopExhausted || res.Deleted != 1 {
 			t.Fatalf("run: %+v, want 1 row deleted (only the one past the cutoff by the database clock)", res)
@@ -81,7 +82,7 @@ func TestGuarantees(t *testing.T) {
 		}
 		s := settings()
 		s.LockTimeout = 500 * time.Millisecond
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "account-erasure")}, Settings: s})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "account-erasure")}, Settings: s})
 		res := run(t, r, "account-erasure")
 		if res.StopReason != wire.StopExhausted || res.Deleted != 4 {
 			t.Fatalf("run: %+v (error %+v), want exhausted with the 4 unlocked accounts wiped", res, res.Error)
@@ -104,9 +105,9 @@ func TestGuarantees(t *testing.T) {
 		exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com')`)
 		exec(t, pool, `INSERT INTO notifications (account_id, kind, read_at)
 			VALUES ('00000000-0000-0000-0000-000000000001', 'old', now() - interval '90 days')`)
-		marked := sweep.Spec{Name: "marked", Passes: []sweep.Pass{{Name: "read", Table: "notifications", AgeColumn: "read_at",
+		marked := policy.Spec{Name: "marked", Passes: []policy.Pass{{Name: "read", Table: "notifications", AgeColumn: "read_at",
 			Retention: 30 * 24 * time.Hour, Where: "leaves_a_mark()"}}}
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{marked}, Settings: settings()})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{marked}, Settings: settings()})
 		_, err := r.DryRun(ctx, "marked")
 		if err == nil || !strings.Contains(err.Error(), "25006") {
 			t.Errorf("dry run: err = %v, want the read-only transaction's refusal (25006)", err)
@@ -130,9 +131,9 @@ func TestGuarantees(t *testing.T) {
 			exec(t, pool, `CREATE INDEX ON children (parent_id)`)
 			exec(t, pool, `INSERT INTO parents SELECT i, now() - interval '10 days' FROM generate_series(1, 10) i`)
 			exec(t, pool, `INSERT INTO children VALUES (2), (5), (5)`)
-			guarded := sweep.Spec{Name: "parents", Passes: []sweep.Pass{{Name: "old", Table: "parents", AgeColumn: "created_at",
-				Retention: 24 * time.Hour, Guards: []sweep.Guard{{Table: "children", Column: "parent_id"}}}}}
-			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []sweep.Spec{guarded}, Settings: settings()}, 1))
+			guarded := policy.Spec{Name: "parents", Passes: []policy.Pass{{Name: "old", Table: "parents", AgeColumn: "created_at",
+				Retention: 24 * time.Hour, Guards: []policy.Guard{{Table: "children", Column: "parent_id"}}}}}
+			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []policy.Spec{guarded}, Settings: settings()}, 1))
 			if res := run(t, r, "parents"); res.Deleted != 8 || res.Passes[0].Path != string(tp.path) {
 				t.Fatalf("deleted %d on path %s, want the 8 unreferenced parents on %s", res.Deleted, res.Passes[0].Path, tp.path)
 			}
@@ -151,7 +152,7 @@ func TestGuarantees(t *testing.T) {
 		exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com')`)
 		exec(t, pool, `INSERT INTO notifications (account_id, kind, read_at)
 			SELECT '00000000-0000-0000-0000-000000000001', 'tie', date_trunc('day', now()) - interval '60 days' FROM generate_series(1, 250)`)
-		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 100)}, 0))
+		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 100)}, 0))
 		res := run(t, r, "notifications")
 		if res.Deleted != 250 || res.BatchCount != 3 {
 			t.Fatalf("run: deleted %d in %d batches, want 250 in 3", res.Deleted, res.BatchCount)
@@ -178,11 +179,11 @@ func TestNewRunner(t *testing.T) {
 		{"zero statement timeout", func(c *sweep.Config) { c.Settings.StatementTimeout = 0 }, "statement timeout 0s must be positive"},
 		{"zero batch size", func(c *sweep.Config) { c.Settings.BatchSize = 0 }, "batch size 0"},
 		{"inverted bounds", func(c *sweep.Config) { c.Settings.MinBatchSize, c.Settings.MaxBatchSize = 500, 100 }, "batch size bounds 500..100"},
-		{"invalid spec", func(c *sweep.Config) { c.Specs = []sweep.Spec{{Name: "x"}} }, "no passes"},
+		{"invalid spec", func(c *sweep.Config) { c.Specs = []policy.Spec{{Name: "x"}} }, "no passes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()}
+			cfg := sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()}
 			tc.change(&cfg)
 			_, err := sweep.NewRunner(cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.mention) {
@@ -191,7 +192,7 @@ func TestNewRunner(t *testing.T) {
 		})
 	}
 	t.Run("valid", func(t *testing.T) {
-		if _, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()}); err != nil {
+		if _, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()}); err != nil {
 			t.Fatal(err)
 		}
 	})

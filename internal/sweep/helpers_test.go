@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -92,15 +93,15 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	return n
 }
 
-func spec(t *testing.T, name string) sweep.Spec {
+func spec(t *testing.T, name string) policy.Spec {
 	t.Helper()
-	for _, s := range sweep.Catalog() {
+	for _, s := range policy.Catalog() {
 		if s.Name == name {
 			return s
 		}
 	}
 	t.Fatalf("no sweep %q in the catalog", name)
-	return sweep.Spec{}
+	return policy.Spec{}
 }
 
 func run(t *testing.T, r *sweep.Runner, name string) *wire.Result {

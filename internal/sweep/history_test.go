@@ -6,6 +6,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -24,7 +25,7 @@ func TestRunHistory(t *testing.T) {
 	exec(t, pool, `INSERT INTO sweeprail.run (run_id, sweep, started_at) SELECT gen_random_uuid(), 'notifications', now() - interval '31 days'
 		FROM generate_series(1, 3)`)
 	exec(t, pool, `INSERT INTO sweeprail.run (run_id, sweep, started_at) VALUES (gen_random_uuid(), 'outbox', now() - interval '29 days')`)
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at), History: store})
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at), History: store})
 
 	res, err := r.Run(ctx, "notifications", sweep.Options{RequestID: "req-1"})
 	if err != nil || res.Deleted != 10 {

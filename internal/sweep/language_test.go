@@ -11,16 +11,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
-// The policy language of issue 14, each shape against an oracle written from its rule.
+// The policy language, each shape against an oracle written from its rule.
 
-func load(t *testing.T, yaml string) *sweep.Policy {
+func load(t *testing.T, yaml string) *policy.Policy {
 	t.Helper()
-	pol, err := sweep.LoadPolicy("p.yaml", []byte(yaml))
+	pol, err := policy.Load("p.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatalf("load: %v\n%s", err, yaml)
 	}
@@ -140,7 +142,7 @@ func TestConditionalGuards(t *testing.T) {
 			}
 		}
 		pol := load(t, conditionalGuardsPolicy)
-		if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
+		if warnings, err := check.Policy(ctx, pool, pol); err != nil || len(warnings) > 0 {
 			t.Fatalf("check: %q %v", warnings, err)
 		}
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
@@ -174,7 +176,7 @@ func TestConditionalGuards(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
 		exec(t, pool, conditionalGuardsSchema)
-		_, err := check(t, pool, strings.Replace(conditionalGuardsPolicy, "where: g.state = 'runnable'", "where: g.stat = 'runnable'", 1))
+		_, err := checkYAML(t, pool, strings.Replace(conditionalGuardsPolicy, "where: g.state = 'runnable'", "where: g.stat = 'runnable'", 1))
 		want := `p.yaml:15: pass "expired" of sweep "ops": the keep guard's condition does not compile: column g.stat does not exist (SQLSTATE 42703) at "g.stat = 'runnable'"`
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Fatalf("check says\n%v\nwant\n%s…", err, want)
@@ -185,12 +187,12 @@ func TestConditionalGuards(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
 		exec(t, pool, conditionalGuardsSchema)
-		_, err := check(t, pool, strings.Replace(conditionalGuardsPolicy, "where: g.state = 'runnable'", "where: g.state = 'runnable' AND random() < 2", 1))
+		_, err := checkYAML(t, pool, strings.Replace(conditionalGuardsPolicy, "where: g.state = 'runnable'", "where: g.state = 'runnable' AND random() < 2", 1))
 		want := `p.yaml:15: pass "expired" of sweep "ops": the keep guard's condition calls VOLATILE random()`
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Fatalf("check says\n%v\nwant\n%s…", err, want)
 		}
-		if _, err := check(t, pool, strings.Replace(conditionalGuardsPolicy, "        expiry: true\n", "        expiry: true\n        where: t.expires_at < :cutoff + interval '1 day'\n", 1)); err != nil {
+		if _, err := checkYAML(t, pool, strings.Replace(conditionalGuardsPolicy, "        expiry: true\n", "        expiry: true\n        where: t.expires_at < :cutoff + interval '1 day'\n", 1)); err != nil {
 			t.Fatalf(":cutoff in a pass's where: %v", err)
 		}
 	})
@@ -205,7 +207,7 @@ func TestConditionalGuards(t *testing.T) {
 		want := `p.yaml:4: pass "expired" of sweep "ops": no index serves the keep guard on jobs.op_id where g.state = 'runnable', so every batch would read all of table "jobs": create the index, or set allow_unindexed: true for a table that stays small: ` + fix
 		refused := func(t *testing.T, why string) {
 			t.Helper()
-			if _, err := pol.Check(ctx, pool); err == nil || err.Error() != want {
+			if _, err := check.Policy(ctx, pool, pol); err == nil || err.Error() != want {
 				t.Fatalf("%s: check says\n%v\nwant\n%s", why, err, want)
 			}
 		}
@@ -217,12 +219,12 @@ func TestConditionalGuards(t *testing.T) {
 		exec(t, pool, `ANALYZE jobs`)
 		refused(t, "the same after ANALYZE")
 		exec(t, pool, strings.TrimSuffix(strings.Replace(fix, " CONCURRENTLY", "", 1), ";"))
-		if _, err := pol.Check(ctx, pool); err != nil {
+		if _, err := check.Policy(ctx, pool, pol); err != nil {
 			t.Fatalf("with the suggested index: %v", err)
 		}
 		// A plain index on the guard column serves any where.
 		exec(t, pool, `DROP INDEX attempts_op_id`)
-		if _, err := pol.Check(ctx, pool); err == nil || !strings.Contains(err.Error(),
+		if _, err := check.Policy(ctx, pool, pol); err == nil || !strings.Contains(err.Error(),
 			`no index serves the keep guard on attempts.op_id where g.state IN ('reserved', 'authorized') OR g.expires_at >= :cutoff`) ||
 			!strings.Contains(err.Error(), `only its simple parts are shown) CREATE INDEX CONCURRENTLY ON attempts (op_id);`) {
 			t.Fatalf("without the attempts index: %v", err)
@@ -308,7 +310,7 @@ func checkFamilies(t *testing.T, pool *pgxpool.Pool, tick int) {
 func TestDeleteWith(t *testing.T) {
 	t.Parallel()
 	const schema, both = familySchema, familyBoth
-	policy := familyPolicy
+	family := familyPolicy
 
 	t.Run("a capped tick leaves no half set", func(t *testing.T) {
 		t.Parallel()
@@ -316,8 +318,8 @@ func TestDeleteWith(t *testing.T) {
 		exec(t, pool, schema)
 		at := dbNow(t, pool)
 		seedFamilies(t, pool, at, false)
-		pol := load(t, policy(both+"        max_rows: 250\n"))
-		if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
+		pol := load(t, family(both+"        max_rows: 250\n"))
+		if warnings, err := check.Policy(ctx, pool, pol); err != nil || len(warnings) > 0 {
 			t.Fatalf("check: %q %v", warnings, err)
 		}
 		eligible, deliveries, receipts := familyOracle()
@@ -381,7 +383,7 @@ func TestDeleteWith(t *testing.T) {
 			{"a conditional guard and a child on one key", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id, where: g.id > 0}\n" + both, nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := check(t, pool, policy(tc.extra))
+				_, err := checkYAML(t, pool, family(tc.extra))
 				got := ""
 				if err != nil {
 					got = err.Error()
@@ -393,7 +395,7 @@ func TestDeleteWith(t *testing.T) {
 		}
 		t.Run("a grandchild's key", func(t *testing.T) {
 			exec(t, pool, `CREATE TABLE delivery_logs (delivery_id bigint REFERENCES deliveries (id))`)
-			_, err := check(t, pool, policy(both))
+			_, err := checkYAML(t, pool, family(both))
 			want := `p.yaml:10: pass "terminal" of sweep "events": delete_with table "deliveries" is referenced by foreign key delivery_logs_delivery_id_fkey (delivery_logs (delivery_id) → id, ON DELETE NO ACTION)`
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
 				t.Fatalf("check says\n%v\nwant\n%s…", err, want)
@@ -401,7 +403,7 @@ func TestDeleteWith(t *testing.T) {
 		})
 		t.Run("a child whose column cannot hold the reference", func(t *testing.T) {
 			exec(t, pool, `CREATE TABLE notes (event_ref text)`)
-			_, err := check(t, pool, policy(both+"          - {table: notes, column: event_ref}\n"))
+			_, err := checkYAML(t, pool, family(both+"          - {table: notes, column: event_ref}\n"))
 			want := "\n" + `p.yaml:14: pass "terminal" of sweep "events": delete_with notes.event_ref = events.id does not compile: operator does not exist: text = bigint (SQLSTATE 42883)`
 			if err == nil || !strings.Contains(err.Error(), want) { // after the grandchild's key
 				t.Fatalf("check says\n%v\nwant\n%s…", err, want)
@@ -409,7 +411,7 @@ func TestDeleteWith(t *testing.T) {
 		})
 		t.Run("the child's lookup needs its index", func(t *testing.T) {
 			exec(t, pool, `DROP TABLE delivery_logs; DROP INDEX receipts_event_id`)
-			_, err := check(t, pool, policy(both))
+			_, err := checkYAML(t, pool, family(both))
 			want := `p.yaml:4: pass "terminal" of sweep "events": no index serves delete_with on receipts.event_id, so every batch would read all of table "receipts": create the index, or set allow_unindexed: true for a table that stays small: CREATE INDEX CONCURRENTLY ON receipts (event_id);`
 			if err == nil || err.Error() != want {
 				t.Fatalf("check says\n%v\nwant\n%s", err, want)
@@ -426,7 +428,7 @@ func TestDeleteWith(t *testing.T) {
 		at := dbNow(t, pool)
 		exec(t, pool, `INSERT INTO events VALUES (1, 'terminal', $1::timestamptz - interval '40 days'), (2, 'terminal', $1::timestamptz - interval '40 days')`, at)
 		exec(t, pool, `INSERT INTO deliveries (event_id) VALUES (1), (1), (2)`)
-		pol := load(t, policy(both+"        mode: single\n"))
+		pol := load(t, family(both+"        mode: single\n"))
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
 		worker, pid := begin(t, u)
 		if _, err := worker.Exec(ctx, `UPDATE events SET state = 'reopened' WHERE id = 1`); err != nil {
@@ -459,7 +461,7 @@ func TestDeleteWith(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	t.Parallel()
 	for _, grace := range []time.Duration{0, time.Hour} {
-		t.Run(sweep.FormatRetention(grace), func(t *testing.T) {
+		t.Run(policy.FormatRetention(grace), func(t *testing.T) {
 			t.Parallel()
 			pool := dbtest.Pool(t)
 			exec(t, pool, `CREATE TABLE tokens (id int, expires_at timestamptz NOT NULL)`)
@@ -483,7 +485,7 @@ func TestExpiry(t *testing.T) {
         expiry: true
         retention: %s
 `, map[time.Duration]string{0: "0s", time.Hour: "1h"}[grace]))
-			if _, err := pol.Check(ctx, pool); err != nil {
+			if _, err := check.Policy(ctx, pool, pol); err != nil {
 				t.Fatal(err)
 			}
 			r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
@@ -504,7 +506,7 @@ func TestExpiry(t *testing.T) {
 			{"        retention: -1h\n        expiry: true\n", `p.yaml:7: pass "p" of sweep "s": retention -1h is negative: with expiry: true the retention is the grace after each row's expiry`},
 			{"        retention: 0s\n        expiry: true\n        allow_short_retention: true\n", `p.yaml:9: pass "p" of sweep "s": allow_short_retention has no effect with expiry: true`},
 		} {
-			_, err := sweep.LoadPolicy("p.yaml", []byte("sweeps:\n  - name: s\n    passes:\n      - name: p\n        table: x\n        age_column: at\n"+tc.extra))
+			_, err := policy.Load("p.yaml", []byte("sweeps:\n  - name: s\n    passes:\n      - name: p\n        table: x\n        age_column: at\n"+tc.extra))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%q: err = %v\nwant %s", tc.extra, err, tc.want)
 			}
@@ -565,11 +567,11 @@ func TestTimeZones(t *testing.T) {
 			{passYAML("app.jobs", "queued_on", "time_zone: Mars/Olympus_Mons"), `p.yaml:8: pass "p" of sweep "s": time_zone "Mars/Olympus_Mons" is no time zone the database knows (pg_timezone_names): want UTC, database`},
 			{passYAML("app.jobs", "queued_on", "time_zone: europe/paris"), `time_zone "europe/paris" is no time zone the database knows (pg_timezone_names); did you mean Europe/Paris?`},
 		} {
-			if _, err := check(t, pool, policy(tc.pass)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := checkYAML(t, pool, policyYAML(tc.pass)); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v\nwant %s", err, tc.want)
 			}
 		}
-		if _, err := sweep.LoadPolicy("p.yaml", []byte(policy(passYAML("x", "d", "time_zone: \"Europe/Paris'\"")))); err == nil ||
+		if _, err := policy.Load("p.yaml", []byte(policyYAML(passYAML("x", "d", "time_zone: \"Europe/Paris'\"")))); err == nil ||
 			!strings.Contains(err.Error(), `time_zone "Europe/Paris'" is no zone name`) {
 			t.Errorf("a quote in a zone: %v", err)
 		}
@@ -630,7 +632,7 @@ func checkZone(t *testing.T, pool *pgxpool.Pool, dbLoc *time.Location, ref time.
         time_zone: %[1]s
         retention: %[2]s
 `, zone, retention))
-	if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
+	if warnings, err := check.Policy(ctx, pool, pol); err != nil || len(warnings) > 0 {
 		t.Fatalf("check: %q %v", warnings, err)
 	}
 	rn := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(ref)})
@@ -672,7 +674,7 @@ func TestMaxRows(t *testing.T) {
 	s.BatchSize, s.MinBatchSize, s.BatchTarget = 100, 100, time.Hour // every batch doubles the next
 	capped := spec(t, "notifications")
 	capped.Passes[0].MaxRows = 750
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{capped}, Settings: s, AsOf: fixedAsOf(at)})
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{capped}, Settings: s, AsOf: fixedAsOf(at)})
 	res := run(t, r, "notifications")
 	// 100 + 200 + 400, then 50 where adaptive sizing would ask for 800.
 	if p := res.Passes[0]; p.Deleted != 750 || p.BatchCount != 4 || p.StopReason != wire.StopBatchCap || !res.Truncated {
@@ -690,7 +692,7 @@ func TestMaxRows(t *testing.T) {
 		{"        mode: single\n        max_rows: 10\n", `p.yaml:9: pass "read" of sweep "notes": max_rows has no effect in mode single`},
 		{"        max_rows: \"10\"\n", `p.yaml:8: pass "read" of sweep "notes": max_rows is a string ("10"): want a whole number`},
 	} {
-		_, err := sweep.LoadPolicy("p.yaml", []byte("sweeps:\n  - name: notes\n    passes:\n      - name: read\n        table: notifications\n        age_column: read_at\n        retention: 30d\n"+tc.extra))
+		_, err := policy.Load("p.yaml", []byte("sweeps:\n  - name: notes\n    passes:\n      - name: read\n        table: notifications\n        age_column: read_at\n        retention: 30d\n"+tc.extra))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v\nwant %s", err, tc.want)
 		}

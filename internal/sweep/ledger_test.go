@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -21,22 +23,22 @@ import (
 // example states say, checked against an oracle that reads every row back into Go.
 func TestLedgerExample(t *testing.T) {
 	t.Parallel()
-	var sql, policy string
+	var sql, policyText string
 	for _, b := range policyDoc(t, "A worked ledger example") {
 		switch b.lang {
 		case "sql":
 			sql = b.text
 		case "yaml":
-			policy = b.text
+			policyText = b.text
 		}
 	}
-	if sql == "" || policy == "" {
+	if sql == "" || policyText == "" {
 		t.Fatal("the ledger example has no sql or yaml block")
 	}
 	const zone = "Pacific/Kiritimati"
 	pool := poolWith(t, dbtest.URL(t), map[string]string{"timezone": zone})
 	runDocSQL(t, pool, sql, true)
-	pol, err := sweep.LoadPolicy("ledger.yaml", []byte(policy))
+	pol, err := policy.Load("ledger.yaml", []byte(policyText))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func TestLedgerExample(t *testing.T) {
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
 	verdict := func(t *testing.T) string {
 		t.Helper()
-		warnings, err := pol.Check(ctx, pool)
+		warnings, err := check.Policy(ctx, pool, pol)
 		var b strings.Builder
 		fmt.Fprintf(&b, "check: %q %v\n", warnings, err)
 		for _, s := range pol.Specs {
@@ -121,18 +123,18 @@ func TestLedgerExample(t *testing.T) {
 
 	t.Run("the jobs guard's index", func(t *testing.T) {
 		exec(t, pool, `DROP INDEX ledger.jobs_runnable`)
-		_, err := pol.Check(ctx, pool)
+		_, err := check.Policy(ctx, pool, pol)
 		if err == nil || !strings.HasSuffix(err.Error(), "CREATE INDEX CONCURRENTLY ON ledger.jobs (operation_id) WHERE state = 'runnable';") {
 			t.Fatalf("without jobs_runnable: %v", err)
 		}
 	})
 	t.Run("the attempts' foreign key", func(t *testing.T) {
-		bare, err := sweep.LoadPolicy("ledger.yaml", []byte(strings.Replace(policy,
+		bare, err := policy.Load("ledger.yaml", []byte(strings.Replace(policyText,
 			"        delete_with:\n          - table: ledger.attempts\n            column: operation_id\n", "", 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = bare.Check(ctx, pool)
+		_, err = check.Policy(ctx, pool, bare)
 		if err == nil || !strings.Contains(err.Error(), "foreign key attempts_operation_id_fkey") {
 			t.Fatalf("without delete_with: %v", err)
 		}

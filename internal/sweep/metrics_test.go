@@ -8,6 +8,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -19,7 +20,7 @@ func TestRunMetrics(t *testing.T) {
 	seedNotifications(t, pool, at, 1500, 5)
 	reg := prometheus.NewRegistry()
 	var sweeps []metrics.Sweep
-	for _, s := range sweep.Catalog() {
+	for _, s := range policy.Catalog() {
 		ms := metrics.Sweep{Name: s.Name}
 		for _, p := range s.Passes {
 			ms.Passes = append(ms.Passes, p.Name)
@@ -30,7 +31,7 @@ func TestRunMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), Metrics: m, AsOf: fixedAsOf(at)})
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 1000), Metrics: m, AsOf: fixedAsOf(at)})
 	run(t, r, "notifications")
 	exec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
 	run(t, r, "notifications")

@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sweeprail/sweeprail/internal/partition"
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -60,7 +61,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		pr.out.PartitionsDropped += gone
 		pr.r.cfg.Metrics.PartitionsDropped(pr.sweep, pr.p.Name, gone)
 	}
-	if pr.p.Boundary == BoundaryKeep || len(cut.Boundary()) == 0 {
+	if pr.p.Boundary == policy.BoundaryKeep || len(cut.Boundary()) == 0 {
 		pr.out.StopReason = wire.StopExhausted
 		return pr.out, nil
 	}
@@ -73,8 +74,8 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	for _, part := range cut.Boundary() {
 		leaf := *pr
 		leaf.p.Table = unquoteQualified(part.Name)
-		leaf.st = buildStatements(leaf.p, pr.kind)
-		leaf.after = nil
+		leaf.st = statement.Build(leaf.p, pr.kind)
+		leaf.index = keyset{}
 		res, err := leaf.run()
 		total.Deleted += res.Deleted
 		total.Archived += res.Archived
@@ -124,7 +125,7 @@ func unquoteQualified(name string) string {
 
 // dryRunPartitions lists the partitions a run would drop, with their row estimates, and counts
 // the boundary rows its batches would delete (exactly, under the count timeout).
-func (r *Runner) dryRunPartitions(ctx context.Context, p Pass, cutoff time.Time, dp *wire.DryRunPass) error {
+func (r *Runner) dryRunPartitions(ctx context.Context, p policy.Pass, cutoff time.Time, dp *wire.DryRunPass) error {
 	parts, err := partition.List(ctx, r.cfg.Pool, p.Table)
 	if err != nil {
 		return fmt.Errorf("list partitions: %w", err)
@@ -135,7 +136,7 @@ func (r *Runner) dryRunPartitions(ctx context.Context, p Pass, cutoff time.Time,
 		dp.Partitions = append(dp.Partitions, wire.DryRunPartition{Name: part.Name, RowsEstimate: part.Rows})
 	}
 	var n int64
-	if p.Boundary != BoundaryKeep {
+	if p.Boundary != policy.BoundaryKeep {
 		err = pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.cfg.Settings.CountTimeout)); err != nil {
 				return err
@@ -158,39 +159,6 @@ func (r *Runner) dryRunPartitions(ctx context.Context, p Pass, cutoff time.Time,
 	default:
 		dp.Eligible = &n
 		dp.Estimate = n
-	}
-	return nil
-}
-
-// checkPartitions is the policy check of a partitions-mode pass: the table is range-partitioned
-// on the age column, one level, and the role may drop its partitions.
-func (c *checker) partitions(ctx context.Context, sweep string, p Pass, _ time.Time) error {
-	if p.Mode != ModePartitions {
-		return nil
-	}
-	_, err := partition.Describe(ctx, c.pool, p.Table, p.AgeColumn)
-	var refused *partition.RefusedError
-	switch {
-	case errors.As(err, &refused):
-		c.fail(sweep, p.Name, "mode", "mode partitions: %s", refused.Reason)
-		return nil
-	case err != nil:
-		return fmt.Errorf("describe partitions of %q: %w", p.Table, err)
-	}
-	if p.ArchiveSchema != "" {
-		var exists, create bool
-		if err := c.pool.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL,
-			to_regnamespace($1) IS NOT NULL AND has_schema_privilege(to_regnamespace($1), 'CREATE')`,
-			pgx.Identifier{p.ArchiveSchema}.Sanitize()).Scan(&exists, &create); err != nil {
-			return fmt.Errorf("look up schema %q: %w", p.ArchiveSchema, err)
-		}
-		switch {
-		case !exists:
-			c.fail(sweep, p.Name, "archive_schema", "archive_schema %q does not exist: CREATE SCHEMA %s;", p.ArchiveSchema, pgx.Identifier{p.ArchiveSchema}.Sanitize())
-		case !create:
-			c.fail(sweep, p.Name, "archive_schema", "the API's role may not create tables in archive_schema %q, which moving a partition there needs: GRANT CREATE ON SCHEMA %s TO <role>;",
-				p.ArchiveSchema, pgx.Identifier{p.ArchiveSchema}.Sanitize())
-		}
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -27,9 +29,9 @@ const eventsPolicy = `sweeps:
 // a batch-error naming the partition; pg_partman's maintenance working afterwards.
 func TestPartitionsMode(t *testing.T) {
 	t.Parallel()
-	load := func(t *testing.T, yaml string) []sweep.Spec {
+	load := func(t *testing.T, yaml string) []policy.Spec {
 		t.Helper()
-		pol, err := sweep.LoadPolicy("p.yaml", []byte(yaml))
+		pol, err := policy.Load("p.yaml", []byte(yaml))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +64,7 @@ func TestPartitionsMode(t *testing.T) {
 		parts := count(t, pool, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass")
 
 		specs := load(t, eventsPolicy)
-		if _, err := (&sweep.Policy{Specs: specs}).Check(ctx, pool); err != nil {
+		if _, err := check.Policy(ctx, pool, &policy.Policy{Specs: specs}); err != nil {
 			t.Fatalf("check: %v", err)
 		}
 		// The heap path forced: the boundary's batches on the parent keep to the index path all
@@ -172,13 +174,13 @@ func TestPartitionsMode(t *testing.T) {
 				FOR VALUES FROM (date_trunc('day', now()) - interval '%[1]d days') TO (date_trunc('day', now()) - interval '%[2]d days')`, d, d-1))
 		}
 		exec(t, pool, "INSERT INTO events SELECT i, date_trunc('day', now()) - interval '10 days' + i * interval '1 hour' FROM generate_series(0, 239) i")
-		policy := strings.Replace(eventsPolicy, "mode: partitions", "mode: partitions\n        boundary: keep\n        archive_schema: cold", 1)
-		specs := load(t, policy)
-		if _, err := (&sweep.Policy{Specs: specs}).Check(ctx, pool); err == nil || !strings.Contains(err.Error(), `archive_schema "cold" does not exist: CREATE SCHEMA "cold";`) {
+		withSchema := strings.Replace(eventsPolicy, "mode: partitions", "mode: partitions\n        boundary: keep\n        archive_schema: cold", 1)
+		specs := load(t, withSchema)
+		if _, err := check.Policy(ctx, pool, &policy.Policy{Specs: specs}); err == nil || !strings.Contains(err.Error(), `archive_schema "cold" does not exist: CREATE SCHEMA "cold";`) {
 			t.Fatalf("check without the schema: %v", err)
 		}
 		exec(t, pool, "CREATE SCHEMA cold")
-		if _, err := (&sweep.Policy{Specs: specs}).Check(ctx, pool); err != nil {
+		if _, err := check.Policy(ctx, pool, &policy.Policy{Specs: specs}); err != nil {
 			t.Fatalf("check: %v", err)
 		}
 		at := dbNow(t, pool)
@@ -205,7 +207,7 @@ func TestPartitionsMode(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
 		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL)")
-		_, err := (&sweep.Policy{Specs: load(t, eventsPolicy)}).Check(ctx, pool)
+		_, err := check.Policy(ctx, pool, &policy.Policy{Specs: load(t, eventsPolicy)})
 		if err == nil || !strings.Contains(err.Error(), "mode partitions:") {
 			t.Fatalf("check: %v", err)
 		}
@@ -220,7 +222,7 @@ func TestPartitionsMode(t *testing.T) {
 		_, block, _ := strings.Cut(section, "```yaml\n")
 		block, _, _ = strings.Cut(block, "```")
 		specs := load(t, block)
-		if p := specs[0].Passes[0]; p.Mode != sweep.ModePartitions || p.Boundary != sweep.BoundaryDelete {
+		if p := specs[0].Passes[0]; p.Mode != policy.ModePartitions || p.Boundary != policy.BoundaryDelete {
 			t.Fatalf("pass %+v", p)
 		}
 	})
@@ -230,14 +232,14 @@ func TestPartitionsMode(t *testing.T) {
 		pool := dbtest.Pool(t)
 		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)")
 		exec(t, pool, "CREATE INDEX ON events (at)")
-		_, err := (&sweep.Policy{Specs: load(t, strings.Replace(eventsPolicy, "        mode: partitions\n", "", 1))}).Check(ctx, pool)
+		_, err := check.Policy(ctx, pool, &policy.Policy{Specs: load(t, strings.Replace(eventsPolicy, "        mode: partitions\n", "", 1))})
 		if err == nil || !strings.Contains(err.Error(), `table "events" is partitioned, and a batch picks its rows by ctid`) {
 			t.Fatalf("check: %v", err)
 		}
 	})
 
 	t.Run("where and guards are refused in partitions mode", func(t *testing.T) {
-		_, err := sweep.LoadPolicy("p.yaml", []byte(eventsPolicy+"        where: t.id > 0\n"))
+		_, err := policy.Load("p.yaml", []byte(eventsPolicy+"        where: t.id > 0\n"))
 		if err == nil || !strings.Contains(err.Error(), "where is not for mode partitions") {
 			t.Fatalf("load: %v", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -23,18 +25,18 @@ type passRun struct {
 	log *slog.Logger
 
 	sweep string
-	p     Pass
-	st    statements
+	p     policy.Pass
+	st    statement.Set
 	// kind is the type of the age column st was built for (a partitions pass builds its leaf
 	// partitions' statements for it).
-	kind     ageKind
+	kind     statement.Kind
 	cutoff   time.Time
 	deadline time.Time
 	opts     Options
 
 	out wire.PassResult
 	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
-	arch *archiveStatements
+	arch *statement.Archive
 	// path is the pass's access path, chosen at its start (batched passes) or its mode's.
 	path Path
 	// size is the next batch's size in rows, adapted after each full batch (on the heap path,
@@ -43,10 +45,8 @@ type passRun struct {
 	size, limit int
 	// children are the rows of each delete_with child the last batch deleted.
 	children []int64
-	// after is where the next index-path batch resumes: the newest age deleted so far (nil
-	// before the first batch). Rows older than it that a batch skipped (locked by someone else,
-	// in a retried batch) wait for the next run.
-	after *time.Time
+	// index is where an index-path pass stands.
+	index keyset
 	// heap is where a heap-path pass stands.
 	heap heapRange
 }
@@ -148,9 +148,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			pr.out.Archived += a
 			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
 		}
-		if b.newest != nil {
-			pr.after = b.newest
-		}
+		pr.index.advance(b.newest)
 		if !b.more {
 			pr.out.StopReason = wire.StopExhausted
 			return pr.out, nil
@@ -271,8 +269,8 @@ func (pr *passRun) batch() (batchResult, error) {
 // path: its batch select then reads the age index in order, a batch of entries, as the policy
 // check's index verdict plans it. Left to its estimates the planner may read every remaining
 // eligible row through a bitmap and sort them for the batch's LIMIT, and every batch re-reads
-// what is left of the backlog (docs/BENCHMARKS.md, "What was tried" 9: a 1% backlog scattered
-// over 5M rows, where a redundant `read_at IS NOT NULL` made it guess 20 times too few rows).
+// what is left of the backlog (measured in docs/BENCHMARKS.md on a 1% backlog scattered over 5M
+// rows, where a redundant `read_at IS NOT NULL` made it guess 20 times too few rows).
 func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	s := pr.r.cfg.Settings
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
@@ -287,11 +285,11 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
 	// batches' deletes, which the next tick repeats; it saves a WAL flush per batch. Not for a
 	// pass that archives: its archive may be on another server, whose copy a lost local commit
-	// would leave behind, to be archived again by the next tick (archive.go).
+	// would leave behind, to be archived again by the next tick (statement/archive.go).
 	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
 	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size,
-	// which can flip mid-drain to walking the age index from its start (docs/BENCHMARKS.md,
-	// "What was tried" 1), or away from the heap path's TID Range Scan. Planning a batch costs
+	// which can flip mid-drain to walking the age index from its start (measured in
+	// docs/BENCHMARKS.md), or away from the heap path's TID Range Scan. Planning a batch costs
 	// under a millisecond.
 	syncCommit := "off"
 	if pr.arch != nil {
@@ -316,16 +314,16 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 
 // batchForm is the batch statements of the form a batch runs (lock: the locking one), moving
 // the rows for a pass that archives.
-func (pr *passRun) batchForm(lock bool) batchStatements {
+func (pr *passRun) batchForm(lock bool) statement.Batch {
 	switch {
 	case pr.arch != nil && lock:
-		return pr.arch.locked
+		return pr.arch.Locked
 	case pr.arch != nil:
-		return pr.arch.unlocked
+		return pr.arch.Unlocked
 	case lock:
-		return pr.st.locked
+		return pr.st.Locked
 	}
-	return pr.st.unlocked
+	return pr.st.Unlocked
 }
 
 // answer is where a batch statement's answer goes: the rows deleted, the newest age among them,
@@ -342,9 +340,9 @@ func (pr *passRun) answer(b *batchResult) []any {
 // the cursor on.
 func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batchResult, err error) {
 	form := pr.batchForm(lock)
-	query, args := form.index, []any{pr.cutoff, pr.limit}
-	if pr.after != nil {
-		query, args = form.indexAfter, append(args, *pr.after)
+	query, args := form.Index, []any{pr.cutoff, pr.limit}
+	if pr.index.after != nil {
+		query, args = form.IndexAfter, append(args, *pr.index.after)
 	}
 	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
 		return batchResult{}, err
@@ -357,10 +355,10 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 // a pass with max_rows. The newest age it answers is not a cursor: the range is.
 func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lock bool) (b batchResult, err error) {
 	form := pr.batchForm(lock)
-	query, args := form.heap, []any{pr.cutoff, pgtype.TID{BlockNumber: from, Valid: true}, pgtype.TID{BlockNumber: to, Valid: true}}
+	query, args := form.Heap, []any{pr.cutoff, pgtype.TID{BlockNumber: from, Valid: true}, pgtype.TID{BlockNumber: to, Valid: true}}
 	b.blocks, b.more = to-from, !pr.heap.done()
-	if !lock && pr.arch == nil && len(pr.children) == 0 && pr.p.MaxRows == 0 {
-		tag, err := tx.Exec(ctx, pr.st.heapBare, args...)
+	if !lock && pr.arch == nil && pr.st.HeapBare != "" {
+		tag, err := tx.Exec(ctx, pr.st.HeapBare, args...)
 		if err != nil {
 			return batchResult{}, err
 		}
@@ -368,7 +366,7 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lo
 		return b, nil
 	}
 	if pr.p.MaxRows > 0 {
-		query, args = form.heapCapped, append(args, pr.limit)
+		query, args = form.HeapCapped, append(args, pr.limit)
 	}
 	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
 		return batchResult{}, err
@@ -380,12 +378,12 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lo
 // modeBatch runs one batch of a single-mode pass (every eligible row, one statement) or of a
 // per-row pass (one key, its function called).
 func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err error) {
-	if pr.p.Mode == ModeSingle {
+	if pr.p.Mode == policy.ModeSingle {
 		// An archiving pass has no delete_with (validatePass refuses the two together), so its
 		// statements answer no children's counts.
-		query := pr.st.single
+		query := pr.st.Single
 		if pr.arch != nil {
-			query = pr.arch.single
+			query = pr.arch.Single
 		}
 		dest := []any{&b.n}
 		for i := range pr.children {
@@ -396,7 +394,7 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 		}
 		return b, nil
 	}
-	rows, err := tx.Query(ctx, pr.st.perRow, pr.cutoff)
+	rows, err := tx.Query(ctx, pr.st.PerRow, pr.cutoff)
 	if err != nil {
 		return b, err
 	}
@@ -421,16 +419,16 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 }
 
 // prepareArchive reads the swept table's columns and writes the run's archive statements with
-// them (archive.go): a list read per run, so that a column added to both tables by a migration is
+// them (statement/archive.go): a list read per run, so that a column added to both tables by a migration is
 // archived from the next run on, without a restart.
 func (pr *passRun) prepareArchive() error {
 	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
 	defer cancel()
-	cols, err := archiveColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
+	cols, err := statement.ReadColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
 	if err != nil {
 		return err
 	}
-	st := buildArchiveStatements(pr.p, pr.st, cols)
+	st := statement.BuildArchive(pr.p, pr.kind, cols)
 	pr.arch = &st
 	return nil
 }

@@ -9,6 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sweeprail/sweeprail/internal/explain"
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // Path is how a pass reaches its eligible rows, chosen per pass and per run (batched passes) or
@@ -124,11 +128,11 @@ func (sv survey) choose(forced Path) Path {
 // batched pass (or a leaf partition of a partitions pass's boundary, which runs as one) the one
 // its table's survey calls for (survey.choose), with the survey, from which the heap path sizes
 // its first range. A partitions pass's own path is PathPartitions, set where it runs.
-func (r *Runner) pathOf(ctx context.Context, p Pass, st statements, cutoff any) (Path, survey, error) {
+func (r *Runner) pathOf(ctx context.Context, p policy.Pass, st statement.Set, cutoff any) (Path, survey, error) {
 	switch p.Mode {
-	case ModeSingle:
+	case policy.ModeSingle:
 		return PathSingle, survey{}, nil
-	case ModePerRow:
+	case policy.ModePerRow:
 		return PathPerRow, survey{}, nil
 	}
 	sv, err := r.surveyTable(ctx, p, st, cutoff)
@@ -142,7 +146,7 @@ func (r *Runner) pathOf(ctx context.Context, p Pass, st statements, cutoff any) 
 // in blocks, and the planner's estimates of its eligible rows (the estimate statement, guards
 // included) and of all its rows (which the planner scales from reltuples to the table's current
 // size, and guesses from its width when it was never analyzed).
-func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff any) (survey, error) {
+func (r *Runner) surveyTable(ctx context.Context, p policy.Pass, st statement.Set, cutoff any) (survey, error) {
 	var sv survey
 	s := r.cfg.Settings
 	err := pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -162,7 +166,7 @@ func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff 
 			LEFT JOIN LATERAL (SELECT s.attname, s.correlation FROM pg_stats s
 			                    WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2
 			                    ORDER BY s.inherited LIMIT 1) s ON true
-			WHERE c.oid = $1::regclass`, quoteQualified(p.Table), p.AgeColumn).
+			WHERE c.oid = $1::regclass`, statement.QuoteName(p.Table), p.AgeColumn).
 			Scan(&sv.kind, &blocks, &version, &hasStats, &correlation, &reltuples, &mods); err != nil {
 			return fmt.Errorf("read table size: %w", err)
 		}
@@ -174,10 +178,10 @@ func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff 
 		sv.blocks = uint32(min(max(blocks, 0), math.MaxUint32))
 		sv.tidRange = version >= 140000
 		var err error
-		if sv.eligible, err = planRows(ctx, tx, st.estimate, cutoff); err != nil {
+		if sv.eligible, err = planRows(ctx, tx, st.Estimate, cutoff); err != nil {
 			return fmt.Errorf("estimate eligible rows: %w", err)
 		}
-		if sv.total, err = planRows(ctx, tx, st.total); err != nil {
+		if sv.total, err = planRows(ctx, tx, st.Total); err != nil {
 			return fmt.Errorf("estimate rows: %w", err)
 		}
 		return nil
@@ -188,10 +192,10 @@ func (r *Runner) surveyTable(ctx context.Context, p Pass, st statements, cutoff 
 // planRows is the planner's row estimate of query's top node.
 func planRows(ctx context.Context, tx pgx.Tx, query string, args ...any) (float64, error) {
 	var raw []byte
-	if err := tx.QueryRow(ctx, explainPrefix+query, args...).Scan(&raw); err != nil {
+	if err := tx.QueryRow(ctx, explain.Prefix+query, args...).Scan(&raw); err != nil {
 		return 0, err
 	}
-	n, err := topPlanRows(raw)
+	n, err := explain.TopRows(raw)
 	return float64(n), err
 }
 
@@ -201,81 +205,4 @@ func planRows(ctx context.Context, tx pgx.Tx, query string, args ...any) (float6
 func isRowLockConflict(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
-}
-
-// heapRange is where a heap-path pass stands: the next batch covers blocks [next, next+blocks),
-// and the pass ends at end, the table's size when the pass started.
-type heapRange struct {
-	next, end, blocks uint32
-	// floor is the eligible rows per block the sizing assumes at least, so that a stretch of
-	// blocks without eligible rows cannot grow a range far past MaxBatchSize rows should the
-	// next blocks be dense: half the planner's share, and at least half HeapShareOrdered, of the
-	// table's rows per block. (Below HeapShareOrdered the heap path is taken only where the age
-	// is scattered, so the eligible rows are spread evenly; a dense stretch after an empty one
-	// is the ordered layout's, at HeapShareOrdered or more.) A range then holds at most
-	// 2 / max(share, HeapShareOrdered) times MaxBatchSize rows, 8 times at worst, once.
-	floor float64
-	// visited and deleted are the pass's blocks and rows so far: the observed density.
-	visited uint64
-	deleted int64
-}
-
-// newHeapRange starts a heap-path pass over sv. Its first range holds at most about firstRows
-// rows of any kind: the planner's estimate of the eligible rows can be far off (on a table never
-// analyzed it is a default selectivity), and the ranges after it are sized from what the batches
-// find.
-func newHeapRange(sv survey, firstRows int) heapRange {
-	h := heapRange{end: sv.blocks}
-	perBlock := 0.0
-	if sv.blocks > 0 {
-		perBlock = sv.total / float64(sv.blocks)
-		h.floor = perBlock * max(sv.share(), HeapShareOrdered) / 2
-	}
-	h.blocks = blocksFor(firstRows, perBlock)
-	return h
-}
-
-// blocksFor is how many blocks hold about rows eligible rows at perBlock a block, at least one.
-func blocksFor(rows int, perBlock float64) uint32 {
-	if perBlock <= 0 {
-		return 1
-	}
-	return uint32(min(max(math.Ceil(float64(rows)/perBlock), 1), math.MaxUint32/2))
-}
-
-// take returns the next batch's range and moves past it.
-func (h *heapRange) take() (from, to uint32) {
-	from = h.next
-	to = from + min(h.blocks, h.end-from)
-	h.next = to
-	return from, to
-}
-
-// done reports whether the pass has covered every block it started with.
-func (h *heapRange) done() bool { return h.next >= h.end }
-
-// adapt sizes the next range after a batch that deleted n rows from blocks blocks in took: toward
-// the range that would have taken target (at most doubling or halving, as row batches do), and
-// within the rows [lo, hi] at the density seen so far (the larger of this batch's and the pass's,
-// so a dense stretch shrinks the range at once).
-func (h *heapRange) adapt(n int64, blocks uint32, took, target time.Duration, lo, hi int) {
-	h.visited += uint64(blocks)
-	h.deleted += n
-	density := h.floor
-	if blocks > 0 {
-		density = max(density, float64(n)/float64(blocks))
-	}
-	if h.visited > 0 {
-		density = max(density, float64(h.deleted)/float64(h.visited))
-	}
-	loBlocks, hiBlocks := 1, math.MaxInt32
-	if density > 0 {
-		if lo > 0 {
-			loBlocks = int(blocksFor(lo, density))
-		}
-		if hi > 0 {
-			hiBlocks = max(int(float64(hi)/density), 1)
-		}
-	}
-	h.blocks = uint32(nextSize(int(blocks), took, target, min(loBlocks, hiBlocks), hiBlocks))
 }

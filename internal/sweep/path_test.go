@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -27,7 +28,7 @@ func TestAccessPath(t *testing.T) {
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, eligible, fresh)
 		exec(t, pool, "ANALYZE notifications")
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		runIt := func() *wire.Result { return run(t, r, "notifications") }
 		dry := func() string {
 			dr, err := r.DryRun(ctx, "notifications")
@@ -81,7 +82,7 @@ func TestAccessPath(t *testing.T) {
 				                           - i * interval '1 second' AS read_at) r
 				ORDER BY `+layout.order, at)
 			exec(t, pool, "ANALYZE notifications")
-			r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 			if res := run(t, r, "notifications"); res.Passes[0].Path != string(layout.want) || res.Deleted != 300 {
 				t.Errorf("rows inserted in %s order: %+v, want 300 deleted on the %s path", layout.order, res.Passes[0], layout.want)
 			}
@@ -93,7 +94,7 @@ func TestAccessPath(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 200, 0)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		if res := run(t, r, "notifications"); res.Passes[0].Path != string(sweep.PathIndex) || res.Deleted != 200 {
 			t.Fatalf("run: %+v, want 200 deleted on the index path", res.Passes[0])
 		}
@@ -105,7 +106,7 @@ func TestAccessPath(t *testing.T) {
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 20, 1980)
 		exec(t, pool, "ANALYZE notifications")
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		if res := run(t, r, "notifications"); res.Passes[0].Path != string(sweep.PathIndex) {
 			t.Fatalf("sparse: path %s, want index", res.Passes[0].Path)
 		}
@@ -141,7 +142,7 @@ func TestAccessPath(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		if res := run(t, r, "notifications"); res.Passes[0].Path != string(sweep.PathIndex) || res.Deleted != 900 {
 			t.Fatalf("run: %+v, want 900 deleted on the index path", res.Passes[0])
 		}
@@ -150,7 +151,7 @@ func TestAccessPath(t *testing.T) {
 	t.Run("every mode says its path", func(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.Pool(t)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()})
 		for name, want := range map[string][]string{
 			"idempotency-records": {"index", "single"},
 			"account-erasure":     {"per-row"},
@@ -262,7 +263,7 @@ func TestHeapPath(t *testing.T) {
 		s := fixed(settings(), 50)
 		s.Pause = time.Millisecond
 		updated := false
-		r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at),
+		r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at),
 			Sleep: func(context.Context, time.Duration) {
 				if !updated {
 					updated = true
@@ -299,7 +300,7 @@ func TestHeapPath(t *testing.T) {
 			s.MinBatchSize, s.MaxBatchSize = 1, 100
 			var out syncBuffer
 			logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Logger: logger,
+			r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Logger: logger,
 				Now: func() time.Time { return time.Unix(0, 0) }}, tp.path, 0, 0, false)) // every batch "takes" 0s: sizes may only grow
 			res, err := r.Run(ctx, "notifications", sweep.Options{BatchSize: 50})
 			if err != nil {
@@ -327,7 +328,7 @@ func TestHeapPath(t *testing.T) {
 			var out syncBuffer
 			logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			// Every reading of the clock moves it 500ms: each batch "takes" 500ms, five times the target.
-			r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Logger: logger,
+			r := newRunner(t, sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Logger: logger,
 				Now: func() time.Time { clock.Advance(500 * time.Millisecond); return clock.Now() }}, tp.path, 0, 0, false))
 			res := run(t, r, "notifications")
 			// Halving at most per batch, floored at 100: 1000, 500, 250, 125, 100, then 25 left.

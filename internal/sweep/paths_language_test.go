@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -92,10 +93,10 @@ func testPathArchive(t *testing.T, tp testPath, maxRows int) {
 	at := dbNow(t, pool)
 	seedAudit(t, pool, at, 250, 20)
 	o := newAuditOracle(t, pool, at)
-	spec := auditArchiveSpec(sweep.ModeBatched, "archive.audit_log")
+	spec := auditArchiveSpec(policy.ModeBatched, "archive.audit_log")
 	spec.Passes[0].MaxRows = maxRows
 	// Ranges of two blocks: audit_log's rows are narrow, so a range holds dozens of them.
-	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []sweep.Spec{spec}, Settings: fixed(settings(), 40), AsOf: fixedAsOf(at)}, 2))
+	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: fixed(settings(), 40), AsOf: fixedAsOf(at)}, 2))
 	var moved int64
 	for tick := 1; ; tick++ {
 		res := run(t, r, "audit-archive")
@@ -128,7 +129,7 @@ func testPathMaxRows(t *testing.T, tp testPath) {
 	seedNotifications(t, pool, at, 1000, 10)
 	capped := spec(t, "notifications")
 	capped.Passes[0].MaxRows = 750
-	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []sweep.Spec{capped}, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at)}, 100))
+	r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []policy.Spec{capped}, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at)}, 100))
 	res := run(t, r, "notifications")
 	if p := res.Passes[0]; p.Deleted != 750 || p.BatchCount != 8 || p.StopReason != wire.StopBatchCap || !res.Truncated || p.Path != string(tp.path) {
 		t.Fatalf("first run: %+v truncated %t; want 750 rows in 8 batches on %s, batch-cap", p, res.Truncated, tp.path)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -41,7 +43,7 @@ CREATE FUNCTION purge_int(a int) RETURNS boolean LANGUAGE sql AS $$ SELECT true 
 
 // policy wraps one pass (its keys indented for a pass) into a one-sweep policy; the pass starts
 // on line 4, its keys on lines 4 to 7 in the order name, table, age_column, retention.
-func policy(pass string) string {
+func policyYAML(pass string) string {
 	return "sweeps:\n  - name: s\n    passes:\n" + pass
 }
 
@@ -60,13 +62,13 @@ func userPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-func check(t *testing.T, pool *pgxpool.Pool, yaml string) ([]string, error) {
+func checkYAML(t *testing.T, pool *pgxpool.Pool, yaml string) ([]string, error) {
 	t.Helper()
-	pol, err := sweep.LoadPolicy("p.yaml", []byte(yaml))
+	pol, err := policy.Load("p.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatalf("load: %v\n%s", err, yaml)
 	}
-	return pol.Check(ctx, pool)
+	return check.Policy(ctx, pool, pol)
 }
 
 func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
@@ -155,13 +157,13 @@ func TestCheckPolicyRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			warnings, err := check(t, pool, policy(tt.pass))
+			warnings, err := checkYAML(t, pool, policyYAML(tt.pass))
 			if err == nil {
 				t.Fatalf("accepted (warnings %q):\n%s", warnings, tt.pass)
 			}
-			var pe *sweep.PolicyError
+			var pe *policy.Error
 			if !errorsAs(err, &pe) {
-				t.Errorf("error %T is no *sweep.PolicyError: %v", err, err)
+				t.Errorf("error %T is no *policy.Error: %v", err, err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -175,12 +177,12 @@ func TestCheckPolicyRefuses(t *testing.T) {
 	// before anything reaches the server, and nothing of the condition runs.
 	t.Run("a condition that tries to end the statement", func(t *testing.T) {
 		for _, where := range []string{"true; DROP TABLE x", "true); DROP TABLE x; SELECT (1"} {
-			specs := []sweep.Spec{{Name: "s", Passes: []sweep.Pass{{Name: "p", Table: "sessions", AgeColumn: "expires_at", Retention: time.Hour, Where: where}}}}
-			_, err := sweep.CheckPolicy(ctx, pool, specs)
+			specs := []policy.Spec{{Name: "s", Passes: []policy.Pass{{Name: "p", Table: "sessions", AgeColumn: "expires_at", Retention: time.Hour, Where: where}}}}
+			_, err := check.Specs(ctx, pool, specs)
 			if err == nil || !strings.Contains(err.Error(), `pass "p" of sweep "s": where: ';' is refused`) {
 				t.Errorf("where %q: err = %v, want the ';' refused", where, err)
 			}
-			if _, err := sweep.LoadPolicy("p.yaml", []byte(policy(passYAML("sessions", "expires_at", "where: "+where)))); err == nil || !strings.Contains(err.Error(), "';' is refused") {
+			if _, err := policy.Load("p.yaml", []byte(policyYAML(passYAML("sessions", "expires_at", "where: "+where)))); err == nil || !strings.Contains(err.Error(), "';' is refused") {
 				t.Errorf("where %q: LoadPolicy err = %v, want the ';' refused", where, err)
 			}
 			if !tableExists(t, pool, "x") {
@@ -189,14 +191,14 @@ func TestCheckPolicyRefuses(t *testing.T) {
 		}
 	})
 	t.Run("a condition that escapes its parentheses", func(t *testing.T) {
-		specs := []sweep.Spec{{Name: "s", Passes: []sweep.Pass{{Name: "p", Table: "sessions", AgeColumn: "expires_at", Retention: time.Hour, Where: "true) OR (true"}}}}
-		_, err := sweep.CheckPolicy(ctx, pool, specs)
+		specs := []policy.Spec{{Name: "s", Passes: []policy.Pass{{Name: "p", Table: "sessions", AgeColumn: "expires_at", Retention: time.Hour, Where: "true) OR (true"}}}}
+		_, err := check.Specs(ctx, pool, specs)
 		if err == nil || !strings.Contains(err.Error(), "a ')' closes a parenthesis the condition did not open") {
 			t.Fatalf("err = %v, want the stray ')' refused", err)
 		}
 	})
 	t.Run("every problem at once", func(t *testing.T) {
-		_, err := check(t, pool, "sweeps:\n  - name: s\n    passes:\n"+
+		_, err := checkYAML(t, pool, "sweeps:\n  - name: s\n    passes:\n"+
 			passYAML("sesions", "expires_at")+
 			strings.Replace(passYAML("notifications", "read_on"), "name: p", "name: q", 1)+
 			strings.Replace(passYAML("sessions_unindexed", "expires_at"), "name: p", "name: r", 1))
@@ -211,9 +213,9 @@ func TestCheckPolicyRefuses(t *testing.T) {
 	})
 }
 
-func errorsAs(err error, target **sweep.PolicyError) bool {
+func errorsAs(err error, target **policy.Error) bool {
 	for _, e := range unwrapAll(err) {
-		if pe, ok := e.(*sweep.PolicyError); ok {
+		if pe, ok := e.(*policy.Error); ok {
 			*target = pe
 			return true
 		}
@@ -233,16 +235,16 @@ func TestCheckPolicyAccepts(t *testing.T) {
 	pool := userPool(t)
 
 	t.Run("the bundled policy on the reference schema", func(t *testing.T) {
-		warnings, err := sweep.DefaultPolicy().Check(ctx, pool)
+		warnings, err := check.Policy(ctx, pool, policy.Default())
 		if err != nil || len(warnings) > 0 {
 			t.Fatalf("warnings %q, err %v", warnings, err)
 		}
-		if warnings, err := sweep.CheckPolicy(ctx, pool, sweep.Catalog()); err != nil || len(warnings) > 0 {
+		if warnings, err := check.Specs(ctx, pool, policy.Catalog()); err != nil || len(warnings) > 0 {
 			t.Fatalf("CheckPolicy(Catalog()): warnings %q, err %v", warnings, err)
 		}
 	})
 	t.Run("a user's policy", func(t *testing.T) {
-		warnings, err := check(t, pool, `sweeps:
+		warnings, err := checkYAML(t, pool, `sweeps:
   - name: expired-sessions
     passes:
       - name: expired
@@ -283,7 +285,7 @@ func TestCheckPolicyAccepts(t *testing.T) {
 		}
 	})
 	t.Run("an unindexed pass with allow_unindexed", func(t *testing.T) {
-		warnings, err := check(t, pool, policy(passYAML("sessions_unindexed", "expires_at", "allow_unindexed: true")))
+		warnings, err := checkYAML(t, pool, policyYAML(passYAML("sessions_unindexed", "expires_at", "allow_unindexed: true")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,15 +302,15 @@ func TestCheckPolicyMissingIndex(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	exec(t, pool, "DROP INDEX notifications_read_at")
-	pol := sweep.DefaultPolicy()
-	_, err := pol.Check(ctx, pool)
+	pol := policy.Default()
+	_, err := check.Policy(ctx, pool, pol)
 	want := `catalog.yaml:64: pass "read" of sweep "notifications": no index serves the batch select, so every batch would read all of table "notifications": create the index, or set allow_unindexed: true for a table that stays small: CREATE INDEX CONCURRENTLY ON notifications (read_at) WHERE read_at IS NOT NULL;`
 	if err == nil || err.Error() != want {
 		t.Fatalf("err =\n  %v\nwant\n  %s", err, want)
 	}
 	fix := err.Error()[strings.Index(err.Error(), "CREATE INDEX"):]
 	exec(t, pool, fix)
-	if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
+	if warnings, err := check.Policy(ctx, pool, pol); err != nil || len(warnings) > 0 {
 		t.Fatalf("after %s: warnings %q, err %v", fix, warnings, err)
 	}
 }
@@ -359,11 +361,11 @@ SELECT id, 'log' FROM j WHERE state = 'done' AND finished_at = $1::timestamptz -
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := sweep.LoadPolicyFile(path)
+	pol, err := policy.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if warnings, err := pol.Check(ctx, pool); err != nil || len(warnings) > 0 {
+	if warnings, err := check.Policy(ctx, pool, pol); err != nil || len(warnings) > 0 {
 		t.Fatalf("check: warnings %q, err %v", warnings, err)
 	}
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
@@ -478,7 +480,7 @@ func TestPolicyDocs(t *testing.T) {
 			runDocSQL(t, pool, sql, true)
 		}
 		for i, p := range policies {
-			if warnings, err := check(t, pool, p); err != nil || len(warnings) > 0 {
+			if warnings, err := checkYAML(t, pool, p); err != nil || len(warnings) > 0 {
 				t.Errorf("example %d: warnings %q, err %v", i+1, warnings, err)
 			}
 		}
@@ -496,11 +498,11 @@ func TestPolicyDocs(t *testing.T) {
 	t.Run("the missing-index output", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		runDocSQL(t, pool, sqls[1], false)
-		pol, err := sweep.LoadPolicy("sweeps.yaml", []byte(policies[1]))
+		pol, err := policy.Load("sweeps.yaml", []byte(policies[1]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = pol.Check(ctx, pool)
+		_, err = check.Policy(ctx, pool, pol)
 		lines := strings.Split(strings.TrimSpace(outputs[0]), "\n")
 		want := strings.Join(lines[1:len(lines)-1], "\n") // without the command and the exit line
 		if err == nil || err.Error() != want {
@@ -510,11 +512,11 @@ func TestPolicyDocs(t *testing.T) {
 	t.Run("the allow_unindexed warning", func(t *testing.T) {
 		pool := dbtest.Pool(t)
 		runDocSQL(t, pool, sqls[0], false)
-		pol, err := sweep.LoadPolicy("sweeps.yaml", []byte(policies[0]+"        allow_unindexed: true\n"))
+		pol, err := policy.Load("sweeps.yaml", []byte(policies[0]+"        allow_unindexed: true\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		warnings, err := pol.Check(ctx, pool)
+		warnings, err := check.Policy(ctx, pool, pol)
 		want := strings.TrimPrefix(strings.TrimSpace(outputs[1]), "warning: ")
 		if err != nil || len(warnings) != 1 || warnings[0] != want {
 			t.Fatalf("the check says %q, %v\nthe docs say %q", warnings, err, want)

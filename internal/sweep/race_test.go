@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -87,7 +88,7 @@ RETURNING id`, at, key).Scan(&id); err != nil {
 // to be safe, since the renewed row's new version has a new ctid; keying on id is the trap.)
 func TestIdempotencyRaces(t *testing.T) {
 	t.Parallel()
-	catalog := sweep.Catalog()
+	catalog := policy.Catalog()
 
 	raceWith := func(t *testing.T, change string, sweepFn func(pool *pgxpool.Pool, at time.Time) error) (pool *pgxpool.Pool, id int64) {
 		t.Helper()
@@ -148,8 +149,8 @@ func TestIdempotencyRaces(t *testing.T) {
 		{"claim completed", `UPDATE idempotency_records SET status = 'completed', completed_at = now() WHERE id = $1`},
 	}
 	abandoned := spec(t, "idempotency-records").Passes[1]
-	abandoned.Mode = sweep.ModeBatched
-	batched := []sweep.Spec{{Name: "abandoned", Passes: []sweep.Pass{abandoned}}}
+	abandoned.Mode = policy.ModeBatched
+	batched := []policy.Spec{{Name: "abandoned", Passes: []policy.Pass{abandoned}}}
 	for _, tp := range testPaths {
 		for _, ch := range changes {
 			if !tp.locking {
@@ -241,7 +242,7 @@ func TestAccountErasure(t *testing.T) {
 		// Two sweeps over the same pass, under different lease labels, so the lease does not
 		// serialise them: what keeps the wipes single is SKIP LOCKED and wipe_account's guard.
 		pass := spec(t, "account-erasure").Passes[0]
-		specs := []sweep.Spec{{Name: "erasure-a", Passes: []sweep.Pass{pass}}, {Name: "erasure-b", Passes: []sweep.Pass{pass}}}
+		specs := []policy.Spec{{Name: "erasure-a", Passes: []policy.Pass{pass}}, {Name: "erasure-b", Passes: []policy.Pass{pass}}}
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings(), AsOf: fixedAsOf(at)})
 		var wg sync.WaitGroup
 		results := make([]*wire.Result, 2)
@@ -336,7 +337,7 @@ func TestAccountErasure(t *testing.T) {
 		clock := newFakeClock()
 		s := settings()
 		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }})
 		res := run(t, r, "account-erasure")
 		if res.StopReason != wire.StopBudget || res.Deleted != 3 || !res.Truncated {
 			t.Fatalf("got %s, %d wiped, truncated %v; want budget after 3 wipes", res.StopReason, res.Deleted, res.Truncated)
@@ -376,7 +377,7 @@ func TestSkipLocked(t *testing.T) {
 			}
 			s := fixed(settings(), 10)
 			s.LockTimeout = 500 * time.Millisecond // were the retry to wait, it would fail fast with 55P03
-			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at)}, 10))
+			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at)}, 10))
 			res := run(t, r, "notifications")
 			wantRetries := 1
 			if tp.locking {

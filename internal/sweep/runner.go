@@ -17,7 +17,9 @@ import (
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
+	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -28,7 +30,7 @@ type Config struct {
 	// Pool is the database the sweeps run against.
 	Pool *pgxpool.Pool
 	// Specs is the catalog, statically valid (Validate); NewRunner refuses it otherwise.
-	Specs []Spec
+	Specs []policy.Spec
 	// Settings bound every run; NewRunner refuses a zero deadline, timeout or batch size.
 	Settings Settings
 	// Logger receives a line per run (and per batch at debug level); nil discards.
@@ -68,8 +70,8 @@ type Runner struct {
 	cfg Config
 	// stmts holds each pass's statements for each kind of age column; a run picks the kind the
 	// catalog has (statementsFor).
-	stmts  map[string][][ageKinds]statements
-	byName map[string]*Spec
+	stmts  map[string][][statement.Kinds]statement.Set
+	byName map[string]*policy.Spec
 }
 
 // NewRunner returns a Runner built from cfg, or an error naming every field that would make a run
@@ -88,15 +90,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepCtx
 	}
-	cfg.Specs = normalize(cfg.Specs)
-	r := &Runner{cfg: cfg, stmts: map[string][][ageKinds]statements{}, byName: map[string]*Spec{}}
+	cfg.Specs = policy.Normalize(cfg.Specs)
+	r := &Runner{cfg: cfg, stmts: map[string][][statement.Kinds]statement.Set{}, byName: map[string]*policy.Spec{}}
 	for i := range r.cfg.Specs {
 		s := &r.cfg.Specs[i]
 		r.byName[s.Name] = s
 		for _, p := range s.Passes {
-			var byKind [ageKinds]statements
-			for k := range ageKinds {
-				byKind[k] = buildStatements(p, k)
+			var byKind [statement.Kinds]statement.Set
+			for k := range statement.Kinds {
+				byKind[k] = statement.Build(p, k)
 			}
 			r.stmts[s.Name] = append(r.stmts[s.Name], byKind)
 		}
@@ -133,7 +135,7 @@ func (c Config) check() error {
 	if s.MaxBatches < 1 {
 		bad("max batches %d must be at least 1", s.MaxBatches)
 	}
-	if err := Validate(c.Specs); err != nil {
+	if err := policy.Validate(c.Specs); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -149,7 +151,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // Specs returns the catalog, in order, with defaults spelled out.
-func (r *Runner) Specs() []Spec { return r.cfg.Specs }
+func (r *Runner) Specs() []policy.Spec { return r.cfg.Specs }
 
 // Settings returns the bounds every run obeys.
 func (r *Runner) Settings() Settings { return r.cfg.Settings }
@@ -262,7 +264,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
 		}
 		run := pr.run
-		if p.Mode == ModePartitions {
+		if p.Mode == policy.ModePartitions {
 			run = pr.runPartitions
 		}
 		out, perr := run()

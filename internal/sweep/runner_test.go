@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -60,7 +61,7 @@ func TestRun(t *testing.T) {
 		seedNotifications(t, pool, at, 250, 0)
 		s := settings()
 		s.MinBatchSize, s.MaxBatchSize = 1, 100
-		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: func() time.Time { return time.Unix(0, 0) }}, 0)) // every batch "takes" 0s: sizes may only grow
+		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: func() time.Time { return time.Unix(0, 0) }}, 0)) // every batch "takes" 0s: sizes may only grow
 		res, err := r.Run(ctx, "notifications", sweep.Options{BatchSize: 50})
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +80,7 @@ func TestRun(t *testing.T) {
 		s := settings()
 		s.BatchSize, s.MinBatchSize, s.BatchTarget = 1000, 100, 100*time.Millisecond
 		// Every reading of the clock moves it 500ms: each batch "takes" 500ms, five times the target.
-		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: func() time.Time { clock.Advance(500 * time.Millisecond); return clock.Now() }}, 0))
+		r := newRunner(t, testPaths[0].config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: func() time.Time { clock.Advance(500 * time.Millisecond); return clock.Now() }}, 0))
 		res := run(t, r, "notifications")
 		// Halving at most per batch, floored at 100: 1000, 500, 250, 125, 100, then 25 of 100.
 		if res.Deleted != 2000 || res.BatchCount != 6 {
@@ -92,7 +93,7 @@ func TestRun(t *testing.T) {
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 10, 0)
 		exec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('notifications', gen_random_uuid(), now(), now() + interval '1 hour')`)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		res := run(t, r, "notifications")
 		old, _ := remaining(t, pool)
 		if !res.Skipped || res.StopReason != wire.StopLeaseHeld || res.Truncated || len(res.Passes) != 0 || old != 10 {
@@ -110,7 +111,7 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings()})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings()})
 		if _, err := r.Run(ctx, "nope", sweep.Options{}); !errors.Is(err, sweep.ErrUnknownSweep) {
 			t.Fatalf("unknown sweep: err = %v, want ErrUnknownSweep", err)
 		}
@@ -124,7 +125,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 2500, 100)
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 1000), AsOf: fixedAsOf(at)}, 1000))
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 1000), AsOf: fixedAsOf(at)}, 1000))
 		res := run(t, r, "notifications")
 		old, fresh := remaining(t, pool)
 		if old != 0 || fresh != 100 {
@@ -158,7 +159,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		s := fixed(settings(), 100)
 		s.Pause = time.Millisecond
 		inserted := false
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
 			if !inserted {
 				inserted = true
 				exec(t, pool, `INSERT INTO notifications (account_id, kind, body, read_at)
@@ -184,7 +185,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		clock := newFakeClock()
 		s := fixed(settings(), 1000)
 		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }}, 1000))
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }}, 1000))
 		res := run(t, r, "notifications")
 		old, fresh := remaining(t, pool)
 		if res.StopReason != wire.StopBudget || !res.Truncated || res.BatchCount != 3 || res.Deleted != 3000 {
@@ -205,7 +206,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		s := fixed(settings(), 1000)
 		s.Deadline, s.Pause = 10*time.Second, 8*time.Second
 		var slept []time.Duration
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(_ context.Context, d time.Duration) { slept = append(slept, d); clock.Advance(d) }}, 1000))
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(_ context.Context, d time.Duration) { slept = append(slept, d); clock.Advance(d) }}, 1000))
 		res := run(t, r, "notifications")
 		// Batch at 0s, pause 8s, batch at 8s, pause cut to the 2s left, then the budget stops it.
 		if res.StopReason != wire.StopBudget || res.BatchCount != 2 || len(slept) != 2 || slept[1] != 2*time.Second {
@@ -220,7 +221,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		seedNotifications(t, pool, at, 5000, 10)
 		s := fixed(settings(), 1000)
 		s.MaxBatches = 2
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at)}, 1000))
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at)}, 1000))
 		res := run(t, r, "notifications")
 		old, _ := remaining(t, pool)
 		if res.StopReason != wire.StopBatchCap || !res.Truncated || res.BatchCount != 2 || old != 3000 {
@@ -238,7 +239,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		defer cancel()
 		s := fixed(settings(), 1000)
 		s.Pause = time.Millisecond
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) { cancel() }}, 1000)) // SIGTERM arrives after the first batch
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) { cancel() }}, 1000)) // SIGTERM arrives after the first batch
 		res, err := r.Run(runCtx, "notifications", sweep.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -263,7 +264,7 @@ func testRunOn(t *testing.T, tp testPath) {
 		s := fixed(settings(), 100)
 		s.Deadline, s.Pause = 45*time.Second, time.Millisecond
 		var ttls []time.Duration
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Sleep: func(context.Context, time.Duration) {
 			var us int64
 			if err := pool.QueryRow(ctx, `SELECT (EXTRACT(EPOCH FROM locked_until - locked_at) * 1e6)::bigint
 					FROM sweeprail.sweep_lock WHERE label = 'notifications'`).Scan(&us); err != nil {
@@ -297,7 +298,7 @@ INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload, di
 SELECT 'order', 'e' || i, 'order.paid', jsonb_build_object('pad', `+pad+`), $1::timestamptz - interval '30 days' + i * interval '1 minute'
 FROM generate_series(1, 6) i`, at)
 		exec(t, pool, `INSERT INTO invoices SELECT 1, id FROM outbox_events WHERE aggregate_id = 'e6'`)
-		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: fixed(settings(), 2), AsOf: fixedAsOf(at)}, 2))
+		r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 2), AsOf: fixedAsOf(at)}, 2))
 		res := run(t, r, "outbox")
 
 		if res.StopReason != wire.StopBatchError || res.Truncated || !res.Failed() {
@@ -326,7 +327,7 @@ func TestDryRun(t *testing.T) {
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 1234, 10)
 		exec(t, pool, `ANALYZE notifications`)
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: sweep.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		dr, err := r.DryRun(ctx, "notifications")
 		if err != nil {
 			t.Fatal(err)
@@ -351,7 +352,7 @@ func TestDryRun(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 20, 0)
-		slow := []sweep.Spec{{Name: "slow", Passes: []sweep.Pass{{Name: "read", Table: "notifications", AgeColumn: "read_at",
+		slow := []policy.Spec{{Name: "slow", Passes: []policy.Pass{{Name: "read", Table: "notifications", AgeColumn: "read_at",
 			Where: "pg_sleep(0.05) IS NOT NULL", Retention: 30 * 24 * time.Hour}}}}
 		s := settings()
 		s.CountTimeout = 100 * time.Millisecond
@@ -367,7 +368,7 @@ func TestDryRun(t *testing.T) {
 
 	t.Run("unindexed predicate", func(t *testing.T) {
 		pool := dbtest.Pool(t)
-		unindexed := []sweep.Spec{{Name: "by-created", Passes: []sweep.Pass{{Name: "all", Table: "notifications", AgeColumn: "created_at",
+		unindexed := []policy.Spec{{Name: "by-created", Passes: []policy.Pass{{Name: "all", Table: "notifications", AgeColumn: "created_at",
 			Retention: 30 * 24 * time.Hour}}}}
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: unindexed, Settings: settings()})
 		dr, err := r.DryRun(ctx, "by-created")

@@ -1,145 +1,28 @@
-// Package sweep owns the retention engine: the specs of what to delete, the runner that deletes it
-// in bounded batches under one time budget, the dry-run counter, the policy loader and its checks
-// against the live schema, and the bundled catalog.
+// Package sweep is the retention engine: the Runner that takes a sweep's lease and runs its
+// passes in order under one time budget, a pass's batch loop and access paths, the dry run, and
+// the glue of archive_to and mode partitions. What a pass says is package policy's; the SQL it
+// runs is package statement's; the live-schema check before boot is package check's.
 //
 // Where things are:
 //
-//	sweep.go        the types: Spec, Pass, Guard, Mode, Settings, Options
-//	validate.go     validatePass, the one check of a pass's rules; Validate and WithRetention
-//	condition.go    the lexer of where conditions, the named cutoff, and the partial-index predicate built from one
-//	cutoff.go       the age test: expiry, time zones, the comparison per age column type, learned per run
-//	policy.go       Policy, PolicyError, LoadPolicy (policy files and the bundled catalog.yaml)
-//	loader.go       the YAML walk behind LoadPolicy, with a line for every message
-//	schema.go       Policy.Check: the policy against the live schema, indexes included
-//	foreignkey.go   Policy.Check's foreign keys and keep guards: every non-cascading foreign key covered,
-//	                every guard's and child's lookup index-served
-//	explain.go      EXPLAIN in a read-only transaction, and the readers of its plans
 //	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
 //	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
 //	                (no row locks; retried once in the locking form on a held row)
-//	path.go         the access paths (heap block ranges, the index keyset), the survey they are
-//	                chosen from, per pass and run, and the heap path's ranges
-//	sql.go          the statements of a pass, a function per path and form
-//	archive.go      archive_to: the move statements, the columns a run reads, the policy check
-//	deletewith.go   delete_with: the children deleted in the same statement as their parents
+//	path.go         the access paths, the survey they are chosen from, per pass and run
+//	heaprange.go    the heap path's block ranges
+//	partitions.go   mode partitions: detach and drop, then the boundary's batches
 //	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
 //
 // The answers the API serves are the types of package wire.
 package sweep
 
 import (
-	"cmp"
 	"errors"
 	"time"
-
-	"github.com/sweeprail/sweeprail/internal/wire"
-)
-
-// Mode says how a pass deletes its eligible rows.
-type Mode string
-
-// The pass modes of docs/DESIGN.md.
-const (
-	// ModeBatched deletes in short transactions of at most a batch of rows each.
-	ModeBatched Mode = "batched"
-	// ModeSingle deletes every eligible row in one predicated statement, for small, race-sensitive sets.
-	ModeSingle Mode = "single"
-	// ModePerRow calls a SQL function once per eligible key, each call in its own transaction.
-	ModePerRow Mode = "per-row"
-	// ModePartitions detaches and drops every partition of a range-partitioned table whose upper
-	// bound is at or before the cutoff, then deletes the boundary rows in batches.
-	ModePartitions Mode = "partitions"
-)
-
-// The boundary choices of a partitions-mode pass.
-const (
-	// BoundaryDelete deletes, in batches, the rows past the cutoff in the partition that
-	// straddles it and in a default partition (the default).
-	BoundaryDelete = "delete"
-	// BoundaryKeep leaves them for the day their partition expires whole.
-	BoundaryKeep = "keep"
 )
 
 // ErrUnknownSweep is returned for a sweep name the catalog does not hold.
 var ErrUnknownSweep = errors.New("unknown sweep")
-
-// Spec is one sweep: a name, served as POST /internal/sweep-<name>, and its passes, run in order.
-type Spec struct {
-	Name   string `json:"name"`
-	Passes []Pass `json:"passes"`
-}
-
-// Guard keeps a row while another table still references it:
-// NOT EXISTS (SELECT 1 FROM <Table> AS g WHERE g.<Column> = t.<References> [AND (<Where>)]).
-type Guard struct {
-	Table  string `json:"table"`
-	Column string `json:"column"`
-	// References is the swept table's column the guard column holds; "id" when empty.
-	References string `json:"references"`
-	// Where narrows the referencing rows that keep a row (g.state = 'reserved'): SQL over alias g
-	// (and t, the swept row), checked as a pass's Where is. Empty: any reference keeps it.
-	Where string `json:"where,omitempty"`
-}
-
-// Child is a table whose rows go with their parent: the rows whose Column holds a deleted row's
-// References are deleted in the same statement as it (delete_with), so that a foreign key without
-// ON DELETE CASCADE never fails the batch and no parent is ever gone without its children, nor
-// the other way round.
-type Child struct {
-	Table  string `json:"table"`
-	Column string `json:"column"`
-	// References is the swept table's column the child column holds; "id" when empty.
-	References string `json:"references"`
-}
-
-// Pass is one predicate over one table. A row is eligible when Where holds, the age column is
-// older than the cutoff (the database clock at run start minus Retention), and no Guard references it.
-type Pass struct {
-	Name      string        `json:"pass"`
-	Table     string        `json:"table"`
-	AgeColumn string        `json:"ageColumn"`
-	Retention time.Duration `json:"-"`
-	// Expiry says the age column holds when the row expires rather than when it was made: the
-	// retention is then the grace after it, and may be zero.
-	Expiry bool `json:"expiry,omitempty"`
-	// TimeZone is the zone whose calendar and wall clock a date or timestamp-without-time-zone age
-	// column is read in: TimeZoneUTC (the default), TimeZoneDatabase (the session's TimeZone) or
-	// an IANA name. It does not apply to a timestamptz column. See cutoff.go.
-	TimeZone string `json:"timeZone,omitempty"`
-	// Where is an extra SQL condition over the table's columns (unqualified, or qualified as t.col).
-	Where  string  `json:"where,omitempty"`
-	Guards []Guard `json:"guards,omitempty"`
-	// DeleteWith are the children deleted in the same statement as each batch of rows.
-	DeleteWith []Child `json:"deleteWith,omitempty"`
-	// Mode is how the pass deletes; empty means ModeBatched (normalized once, by normalize).
-	Mode Mode `json:"mode"`
-	// Function is called with the key of each eligible row in per-row mode.
-	Function string `json:"function,omitempty"`
-	// KeyColumn is the per-row key handed to Function; "id" when empty.
-	KeyColumn string `json:"keyColumn,omitempty"`
-	// BatchSize and MaxBatches override the runner's settings for this pass when > 0.
-	BatchSize  int `json:"batchSize,omitempty"`
-	MaxBatches int `json:"maxBatches,omitempty"`
-	// MaxRows caps the rows one run deletes from the table when > 0 (batched mode): the last batch
-	// shrinks to what is left of it, whatever size adaptive sizing has reached.
-	MaxRows int `json:"maxRows,omitempty"`
-	// AllowUnindexed accepts a pass whose batch select no index can serve (a small table); the
-	// policy check refuses such a pass otherwise, since each batch would scan the whole table.
-	AllowUnindexed bool `json:"allowUnindexed,omitempty"`
-	// AllowShortRetention lowers the retention floor from MinRetention to MinShortRetention, for
-	// tables whose rows are finished within minutes (job queues keep completed jobs for a minute).
-	AllowShortRetention bool `json:"allowShortRetention,omitempty"`
-	// KeepDetached, in partitions mode, detaches expired partitions without dropping them.
-	KeepDetached bool `json:"keepDetached,omitempty"`
-	// ArchiveSchema, in partitions mode, moves each expired partition, detached, into this schema
-	// instead of dropping it (archive_schema).
-	ArchiveSchema string `json:"archiveSchema,omitempty"`
-	// Boundary, in partitions mode, is BoundaryDelete (when empty) or BoundaryKeep.
-	Boundary string `json:"boundary,omitempty"`
-	// ArchiveTo, when set, is the table (or postgres_fdw foreign table) that each batch moves its
-	// rows to, in the statement that deletes them (archive.go); batched and single passes only.
-	ArchiveTo string `json:"archiveTo,omitempty"`
-}
 
 // Settings bound every run of a Runner.
 type Settings struct {
@@ -168,26 +51,4 @@ type Options struct {
 	BatchSize int
 	// RequestID is the HTTP request's id, kept in the run history.
 	RequestID string
-}
-
-// CatalogPass is p as the catalog answer and `api policy check` show it: every field of its
-// policy, so that a field added to Pass shows up in both at once.
-func CatalogPass(p Pass) wire.CatalogPass {
-	out := wire.CatalogPass{
-		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn,
-		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
-		Expiry: p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
-		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,
-		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, MaxRows: p.MaxRows, AllowUnindexed: p.AllowUnindexed,
-		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
-		ArchiveSchema: p.ArchiveSchema,
-		ArchiveTo:     p.ArchiveTo,
-	}
-	for _, g := range p.Guards {
-		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id"), Where: g.Where})
-	}
-	for _, c := range p.DeleteWith {
-		out.DeleteWith = append(out.DeleteWith, wire.CatalogChild{Table: c.Table, Column: c.Column, References: cmp.Or(c.References, "id")})
-	}
-	return out
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -42,7 +43,7 @@ func TestReplicaThrottle(t *testing.T) {
 	s := settings()
 	s.Deadline = 10 * time.Second
 	th := replica.New(replica.Config{Limits: limits, Pool: pool, Now: clock.Now, Sleep: sleep})
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: s,
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: s,
 		AsOf: fixedAsOf(at), Now: clock.Now, Sleep: sleep, Throttle: th})
 	res := run(t, r, "notifications")
 	if res.StopReason != wire.StopBudget || !res.Truncated || res.Deleted != 0 {
@@ -54,7 +55,7 @@ func TestReplicaThrottle(t *testing.T) {
 
 	standby.ResumeReplay(t)
 	standby.WaitCaughtUp(t)
-	r = newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: settings(),
+	r = newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: settings(),
 		AsOf: fixedAsOf(at), Throttle: replica.New(replica.Config{Limits: limits, Pool: pool})})
 	if res := run(t, r, "notifications"); res.StopReason != wire.StopExhausted || res.Deleted != 5000 {
 		t.Fatalf("run after the standby caught up: %+v, want all 5000 deleted", res)

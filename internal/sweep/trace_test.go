@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/trace"
 )
@@ -22,7 +23,7 @@ func TestRunTracing(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(ctx) })
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: []sweep.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 100),
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 100),
 		AsOf: fixedAsOf(at), Tracing: trace.Wrap(tp)})
 	if res := run(t, r, "notifications"); res.Deleted != 250 {
 		t.Fatalf("deleted %d", res.Deleted)

@@ -1,4 +1,4 @@
-package sweep
+package policy
 
 import (
 	_ "embed"
@@ -13,8 +13,8 @@ import (
 //go:embed catalog.yaml
 var catalogYAML []byte
 
-// DefaultPolicyFile is the bundled policy's name, as its messages cite it.
-const DefaultPolicyFile = "catalog.yaml"
+// DefaultFile is the bundled policy's name, as its messages cite it.
+const DefaultFile = "catalog.yaml"
 
 // The keys a policy may hold, per level. Anything else is refused, so a typo ("age_colum") is an
 // error rather than a silently ignored line.
@@ -26,12 +26,12 @@ const (
 	keysChild = "table column references"
 )
 
-// Policy is a policy file after LoadPolicy: the sweeps it declares, ready for NewRunner, and the
+// Policy is a policy file after Load: the sweeps it declares, ready for NewRunner, and the
 // line of each field, so that CheckPolicy's findings against the live schema point at the line to
-// change. Lines are keyed by sweep and pass names, which LoadPolicy proved unique, so a copy of
+// change. Lines are keyed by sweep and pass names, which Load proved unique, so a copy of
 // Specs with other retentions (WithRetention) keeps its lines.
 type Policy struct {
-	// File names the policy in messages: the path as given, or DefaultPolicyFile.
+	// File names the policy in messages: the path as given, or DefaultFile.
 	File string
 	// Specs are the sweeps in file order, statically valid.
 	Specs []Spec
@@ -43,9 +43,9 @@ type Policy struct {
 // "delete_with.<i>.<key>".
 type fieldKey struct{ sweep, pass, field string }
 
-// line returns the line of a field, falling back to its pass, then its sweep; 0 when unknown
+// Line returns the line of a field, falling back to its pass, then its sweep; 0 when unknown
 // (specs built in Go carry no lines).
-func (p *Policy) line(sweep, pass, field string) int {
+func (p *Policy) Line(sweep, pass, field string) int {
 	if p == nil {
 		return 0
 	}
@@ -57,9 +57,9 @@ func (p *Policy) line(sweep, pass, field string) int {
 	return 0
 }
 
-// PolicyError is one problem of a policy, located so that the operator can find what to change:
+// Error is one problem of a policy, located so that the operator can find what to change:
 // the file and line, the sweep and pass, and what is wrong, with what to do about it.
-type PolicyError struct {
+type Error struct {
 	File  string
 	Line  int
 	Sweep string
@@ -69,7 +69,7 @@ type PolicyError struct {
 
 // Error formats the problem as `file:line: pass "p" of sweep "s": what is wrong`, leaving out
 // what is unknown.
-func (e *PolicyError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {
 		b.WriteString(e.File)
@@ -91,42 +91,42 @@ func (e *PolicyError) Error() string {
 }
 
 // Unwrap returns the problem itself.
-func (e *PolicyError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// DefaultPolicy returns the bundled policy. It panics if the embedded file does not load: that is
+// Default returns the bundled policy. It panics if the embedded file does not load: that is
 // a build that must not ship, and a test loads the file so that it never does.
-func DefaultPolicy() *Policy {
-	return mustLoadPolicy(DefaultPolicyFile, catalogYAML)
+func Default() *Policy {
+	return mustLoad(DefaultFile, catalogYAML)
 }
 
-func mustLoadPolicy(name string, data []byte) *Policy {
-	p, err := LoadPolicy(name, data)
+func mustLoad(name string, data []byte) *Policy {
+	p, err := Load(name, data)
 	if err != nil {
-		panic(fmt.Sprintf("sweep: the bundled policy does not load (a programming error):\n%v", err))
+		panic(fmt.Sprintf("policy: the bundled policy does not load (a programming error):\n%v", err))
 	}
 	return p
 }
 
-// LoadPolicyFile loads the policy file at path, or the bundled policy when path is empty (an
+// LoadFile loads the policy file at path, or the bundled policy when path is empty (an
 // unset SWEEP_POLICY_FILE).
-func LoadPolicyFile(path string) (*Policy, error) {
+func LoadFile(path string) (*Policy, error) {
 	if path == "" {
-		return DefaultPolicy(), nil
+		return Default(), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	return LoadPolicy(path, data)
+	return Load(path, data)
 }
 
-// LoadPolicy parses the policy file data, named name in messages, and validates it without a
+// Load parses the policy file data, named name in messages, and validates it without a
 // database: strict YAML (unknown keys, wrong types and duplicate keys are refused), names unique
 // and URL-safe, retentions at or above MinRetention (any grace from zero for an expiry column),
 // modes consistent with their fields, and the shape of each where condition, a keep guard's
-// included (see checkCondition). It reports every problem at once, each a *PolicyError with its
+// included (see checkCondition). It reports every problem at once, each a *Error with its
 // line; the error is an errors.Join of them.
-func LoadPolicy(name string, data []byte) (*Policy, error) {
+func Load(name string, data []byte) (*Policy, error) {
 	l := &loader{pol: &Policy{File: name, lines: map[fieldKey]int{}}}
 	if root := l.parse(data); root != nil {
 		l.top(root)
@@ -137,8 +137,8 @@ func LoadPolicy(name string, data []byte) (*Policy, error) {
 	// The whole-spec checks, as a backstop: the loader ran validatePass on every pass already, so
 	// this refuses only what it cannot see pass by pass.
 	if err := Validate(l.pol.Specs); err != nil {
-		return nil, &PolicyError{File: name, Err: err}
+		return nil, &Error{File: name, Err: err}
 	}
-	l.pol.Specs = normalize(l.pol.Specs)
+	l.pol.Specs = Normalize(l.pol.Specs)
 	return l.pol, nil
 }

@@ -1,4 +1,4 @@
-package sweep
+package policy
 
 import (
 	"cmp"
@@ -33,7 +33,7 @@ type problem struct {
 	msg                string
 }
 
-// validatePass is the one check of a pass's own rules, shared by LoadPolicy (which adds lines),
+// validatePass is the one check of a pass's own rules, shared by Load (which adds lines),
 // Validate (specs built in Go, retention overrides) and Policy.Check. A pass field's rules live
 // here and nowhere else. It reports every problem at once; sweep and pass are left for the caller.
 func validatePass(p Pass) []problem {
@@ -338,19 +338,29 @@ func validateSpecs(specs []Spec) []problem {
 // URL-safe or not unique, a retention below MinRetention (or a negative grace after an expiry), a
 // missing table or age column, fields that do not fit the pass's mode, a where condition (a keep
 // guard's too) that is not one boolean expression, a time zone that is no zone name, a child
-// listed twice. It reports every problem at once, each a *PolicyError without a file.
+// listed twice. It reports every problem at once, each a *Error without a file.
 func Validate(specs []Spec) error {
 	var errs []error
 	for _, pr := range validateSpecs(specs) {
-		errs = append(errs, &PolicyError{Sweep: pr.sweep, Pass: pr.pass, Err: errors.New(pr.msg)})
+		errs = append(errs, &Error{Sweep: pr.sweep, Pass: pr.pass, Err: errors.New(pr.msg)})
 	}
 	return errors.Join(errs...)
 }
 
-// normalize returns a copy of specs with the defaults spelled out: an empty mode is batched, an
+// Problems is Validate's findings for the policy, each an *Error located at its field's line:
+// what the live-schema check repeats before it sends any of the policy to the server.
+func (p *Policy) Problems() []error {
+	var errs []error
+	for _, pr := range validateSpecs(p.Specs) {
+		errs = append(errs, &Error{File: p.File, Line: p.Line(pr.sweep, pr.pass, pr.field), Sweep: pr.sweep, Pass: pr.pass, Err: errors.New(pr.msg)})
+	}
+	return errs
+}
+
+// Normalize returns a copy of specs with the defaults spelled out: an empty mode is batched, an
 // empty time zone UTC, a keep guard's or child's empty references id. Everything downstream (the statements, the catalog answer,
 // the policy check) reads the normalized form, so the defaults live here alone.
-func normalize(specs []Spec) []Spec {
+func Normalize(specs []Spec) []Spec {
 	out := make([]Spec, len(specs))
 	for i, s := range specs {
 		out[i] = Spec{Name: s.Name, Passes: slices.Clone(s.Passes)}
@@ -386,7 +396,7 @@ func normalize(specs []Spec) []Spec {
 // and validates the result. An override naming no pass is an error, not ignored: a typo there
 // would silently keep the default window.
 func WithRetention(specs []Spec, overrides map[string]time.Duration) ([]Spec, error) {
-	out := normalize(specs)
+	out := Normalize(specs)
 	used := map[string]bool{}
 	for i, s := range out {
 		for j := range s.Passes {

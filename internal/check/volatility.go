@@ -1,4 +1,4 @@
-package sweep
+package check
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // volatileSQL lists the VOLATILE functions a probe view ($1, its oid) calls when read, as
@@ -111,7 +113,7 @@ func volatileCalls(ctx context.Context, tx pgx.Tx, table string, condition strin
 
 	view := "sweeprail_volatility_" + uuid.NewString()[:8]
 	create := fmt.Sprintf("CREATE TEMPORARY VIEW %s AS SELECT 1 FROM %s AS t WHERE (%s)",
-		pgx.Identifier{view}.Sanitize(), quoteQualified(table), condition)
+		pgx.Identifier{view}.Sanitize(), statement.QuoteName(table), condition)
 	if _, err := sp.Conn().PgConn().ExecParams(ctx, create, nil, nil, nil, nil).Close(); err != nil {
 		return nil, fmt.Errorf("volatility check: resolve the condition on %s: %w", table, err)
 	}

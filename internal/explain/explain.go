@@ -1,4 +1,7 @@
-package sweep
+// Package explain asks the planner about a statement without running it: EXPLAIN (FORMAT JSON)
+// in a read-only transaction that is always rolled back, and the readers of its plans that the
+// index verdict, the keep guards' lookups and the eligible-share estimate need.
+package explain
 
 import (
 	"context"
@@ -11,27 +14,29 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
-// explainPrefix is what explainJSON puts before a query; error positions count it.
-const explainPrefix = "EXPLAIN (FORMAT JSON) "
+// Prefix is what JSON puts before a query; error positions count it.
+const Prefix = "EXPLAIN (FORMAT JSON) "
 
-// explainJSON plans query in a read-only transaction that is always rolled back, and returns the
+// JSON plans query in a read-only transaction that is always rolled back, and returns the
 // plan as EXPLAIN (FORMAT JSON) gives it: EXPLAIN without ANALYZE executes nothing, and should
 // anything try, read-only refuses the write. forceIndex prices out sequential scans and sorts, so
 // that the planner reads an index in the query's order whenever one can serve it at all, whatever
 // the table's size and statistics: the index verdict's plan.
-func explainJSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, forceIndex bool, query string, args ...any) ([]byte, error) {
+func JSON(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, forceIndex bool, query string, args ...any) ([]byte, error) {
 	priced := ""
 	if forceIndex {
 		priced = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"
 	}
-	return explainPriced(ctx, pool, statementTimeout, lockTimeout, priced, query, args...)
+	return Priced(ctx, pool, statementTimeout, lockTimeout, priced, query, args...)
 }
 
-// explainPriced is explainJSON with priced, the SET LOCAL statements that price plan nodes out
+// Priced is JSON with priced, the SET LOCAL statements that price plan nodes out
 // ("" for none).
-func explainPriced(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, priced, query string, args ...any) ([]byte, error) {
+func Priced(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeout time.Duration, priced, query string, args ...any) ([]byte, error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -47,7 +52,7 @@ func explainPriced(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lo
 		}
 	}
 	var raw []byte
-	err = tx.QueryRow(ctx, explainPrefix+query, args...).Scan(&raw)
+	err = tx.QueryRow(ctx, Prefix+query, args...).Scan(&raw)
 	return raw, err
 }
 
@@ -60,23 +65,23 @@ type scanNode struct {
 	Plans     []scanNode `json:"Plans"`
 }
 
-// indexServes reads the index verdict's plan of pass p: see ageIndexServes. A single-mode pass
+// IndexServes reads the index verdict's plan of pass p: see AgeIndexServes. A single-mode pass
 // deletes every eligible row in one statement, in no order, so any index condition serves it.
-func indexServes(raw []byte, p Pass) (bool, error) {
-	if p.Mode == ModeSingle {
-		return ageIndexServes(raw, "t", "")
+func IndexServes(raw []byte, p policy.Pass) (bool, error) {
+	if p.Mode == policy.ModeSingle {
+		return AgeIndexServes(raw, "t", "")
 	}
-	return ageIndexServes(raw, "t", p.AgeColumn)
+	return AgeIndexServes(raw, "t", p.AgeColumn)
 }
 
-// ageIndexServes reads the index verdict's plan (the batch select without its guards, planned
+// AgeIndexServes reads the index verdict's plan (the batch select without its guards, planned
 // with sequential scans and sorts priced out): whether the relation aliased alias is read through
 // an index condition that bounds its age column, so that a batch reads about a batch of index
 // entries in age order. An index whose condition is only the where's (state = 'completed') does
 // not count: each batch would read and sort every row in that state. Priced out, a sequential scan
 // or a sort is chosen only where no index can avoid it, so the verdict does not depend on the
 // table's size or statistics: the same on an empty table as on a billion rows.
-func ageIndexServes(raw []byte, alias, ageColumn string) (bool, error) {
+func AgeIndexServes(raw []byte, alias, ageColumn string) (bool, error) {
 	var out []struct {
 		Plan scanNode `json:"Plan"`
 	}
@@ -164,10 +169,10 @@ func bitmapConditions(nodes []scanNode, ok func(cond string) bool) bool {
 	return true
 }
 
-// topPlanRows reads the planner's row estimate from the top node of a plan: for the estimate
+// TopRows reads the planner's row estimate from the top node of a plan: for the estimate
 // statement (SELECT 1 … WHERE <predicate>) that is the eligible rows, whatever sits above the
 // scan (a Gather over a parallel scan, a Sort).
-func topPlanRows(raw []byte) (int64, error) {
+func TopRows(raw []byte) (int64, error) {
 	var out []struct {
 		Plan struct {
 			PlanRows float64 `json:"Plan Rows"`
@@ -181,3 +186,42 @@ func topPlanRows(raw []byte) (int64, error) {
 	}
 	return int64(out[0].Plan.PlanRows), nil
 }
+
+// LookupIndexes returns, for each scan of the relation aliased alias (one per partition left of a
+// partitioned table), the indexes it reads with an index condition on column: an index scan's, or
+// the bitmap index scans' under a bitmap heap scan. A scan read otherwise has none.
+func LookupIndexes(raw []byte, alias, column string) ([][]string, error) {
+	var out []struct {
+		Plan scanNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty plan")
+	}
+	bounds := condMentions(column)
+	var scans [][]string
+	for _, n := range findScans(out[0].Plan, alias, nil) {
+		var names []string
+		var walk func(n scanNode)
+		walk = func(n scanNode) {
+			switch n.NodeType {
+			case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+				if bounds(n.IndexCond) {
+					names = append(names, n.IndexName)
+				}
+			case "Bitmap Heap Scan", "BitmapAnd", "BitmapOr":
+				for _, c := range n.Plans {
+					walk(c)
+				}
+			}
+		}
+		walk(n)
+		scans = append(scans, names)
+	}
+	return scans, nil
+}
+
+// ms formats d as a PostgreSQL duration setting, at least a millisecond (0 would mean no limit).
+func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }

@@ -1,4 +1,4 @@
-package sweep
+package check
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // volatilityFixtures are user objects a hostile or careless policy may reach: a volatile function
@@ -37,7 +38,7 @@ CREATE DOMAIN checked_int AS integer CHECK (vol_check(VALUE::bigint));
 `
 
 // TestVolatileCalls: every VOLATILE function a condition resolves to is named, however it is
-// reached; STABLE and IMMUTABLE ones are not. Rows 2 and 3 of issue 15 are the first two cases.
+// reached; STABLE and IMMUTABLE ones are not. The first two cases are the attacks that motivated the check.
 func TestVolatileCalls(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
@@ -87,7 +88,7 @@ func TestVolatileCalls(t *testing.T) {
 	}
 
 	t.Run("the bundled catalog calls none", func(t *testing.T) {
-		for _, s := range Catalog() {
+		for _, s := range policy.Catalog() {
 			for _, p := range s.Passes {
 				if strings.TrimSpace(p.Where) == "" {
 					continue

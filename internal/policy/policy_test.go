@@ -1,4 +1,4 @@
-package sweep
+package policy
 
 import (
 	"errors"
@@ -62,7 +62,7 @@ func TestCatalogFile(t *testing.T) {
 				want[i].Passes[j].TimeZone = TimeZoneUTC
 			}
 		}
-		pol, err := LoadPolicy(DefaultPolicyFile, catalogYAML)
+		pol, err := Load(DefaultFile, catalogYAML)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestCatalogFile(t *testing.T) {
 				t.Fatalf("recover() = %v, want a panic naming a programming error", r)
 			}
 		}()
-		mustLoadPolicy(DefaultPolicyFile, []byte("sweeps: [\n"))
+		mustLoad(DefaultFile, []byte("sweeps: [\n"))
 	})
 }
 
@@ -210,13 +210,13 @@ func TestLoadPolicyRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pol, err := LoadPolicy("p.yaml", []byte(tt.yaml))
+			pol, err := Load("p.yaml", []byte(tt.yaml))
 			if err == nil {
 				t.Fatalf("accepted:\n%s\nspecs: %+v", tt.yaml, pol.Specs)
 			}
-			var pe *PolicyError
+			var pe *Error
 			if !errors.As(err, &pe) {
-				t.Errorf("error %T is no *PolicyError", err)
+				t.Errorf("error %T is no *Error", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -229,7 +229,7 @@ func TestLoadPolicyRefuses(t *testing.T) {
 
 func TestLoadPolicyReportsEveryProblem(t *testing.T) {
 	t.Parallel()
-	_, err := LoadPolicy("p.yaml", []byte(`sweeps:
+	_, err := Load("p.yaml", []byte(`sweeps:
   - name: Bad
     passes:
       - name: a
@@ -260,7 +260,7 @@ func TestLoadPolicyReportsEveryProblem(t *testing.T) {
 
 func TestLoadPolicyAccepts(t *testing.T) {
 	t.Parallel()
-	pol, err := LoadPolicy("p.yaml", []byte(`# every key once
+	pol, err := Load("p.yaml", []byte(`# every key once
 sweeps:
   - name: expired-sessions
     passes:
@@ -337,7 +337,7 @@ sweeps:
 		{"expired-sessions", "purge", "function", 34},
 		{"expired-sessions", "purge", "no-such-field", 29},
 	} {
-		if got := pol.line(tt.sweep, tt.pass, tt.field); got != tt.line {
+		if got := pol.Line(tt.sweep, tt.pass, tt.field); got != tt.line {
 			t.Errorf("line(%s, %s, %s) = %d, want %d", tt.sweep, tt.pass, tt.field, got, tt.line)
 		}
 	}
@@ -405,8 +405,8 @@ func TestWithCutoff(t *testing.T) {
 		{"t.a < :cutoff_2", "t.a < :cutoff_2"},
 		{"t.a < now()", "t.a < now()"},
 	} {
-		if got := withCutoff(tt.where); got != tt.want {
-			t.Errorf("withCutoff(%q) = %q, want %q", tt.where, got, tt.want)
+		if got := WithCutoff(tt.where); got != tt.want {
+			t.Errorf("WithCutoff(%q) = %q, want %q", tt.where, got, tt.want)
 		}
 	}
 }
@@ -438,14 +438,14 @@ func TestPartialPredicate(t *testing.T) {
 		{"g.state IN ('a', 'b') AND t.x = 1", "state IN ('a', 'b')", false},
 		{"g.at >= :cutoff AND g.kind = 'x'", "kind = 'x'", false},
 	} {
-		if pred, complete := partialPredicate(tt.where, "g"); pred != tt.pred || complete != tt.complete {
-			t.Errorf("partialPredicate(%q, g) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
+		if pred, complete := PartialPredicate(tt.where, "g"); pred != tt.pred || complete != tt.complete {
+			t.Errorf("PartialPredicate(%q, g) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
 		}
 	}
 	for _, tt := range tests {
-		pred, complete := partialPredicate(tt.where, "t")
+		pred, complete := PartialPredicate(tt.where, "t")
 		if pred != tt.pred || complete != tt.complete {
-			t.Errorf("partialPredicate(%q) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
+			t.Errorf("PartialPredicate(%q) = %q, %v; want %q, %v", tt.where, pred, complete, tt.pred, tt.complete)
 		}
 	}
 }
@@ -453,7 +453,7 @@ func TestPartialPredicate(t *testing.T) {
 // TestArchiveWithChildrenRefused: delete_with's children would go without being archived.
 func TestArchiveWithChildrenRefused(t *testing.T) {
 	t.Parallel()
-	_, err := LoadPolicy("p.yaml", []byte(`sweeps:
+	_, err := Load("p.yaml", []byte(`sweeps:
   - name: events
     passes:
       - name: old

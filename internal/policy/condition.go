@@ -1,4 +1,4 @@
-package sweep
+package policy
 
 import (
 	"fmt"
@@ -33,20 +33,20 @@ func checkCondition(where string) []string {
 // it (t.closed_at < :cutoff). It is a timestamptz.
 const cutoffPlaceholder = ":cutoff"
 
-// cutoffParam is what cutoffPlaceholder becomes in a statement: the bound cutoff, typed, so that
+// CutoffParam is what cutoffPlaceholder becomes in a statement: the bound cutoff, typed, so that
 // it means one instant whatever it is compared with (every statement binds $1 as a timestamptz).
-const cutoffParam = "($1::timestamptz)"
+const CutoffParam = "($1::timestamptz)"
 
-// cutoffConst is what cutoffPlaceholder becomes where no parameter can stand (a view): a
+// CutoffConst is what cutoffPlaceholder becomes where no parameter can stand (a view): a
 // timestamptz that calls no function.
-const cutoffConst = "(NULL::timestamptz)"
+const CutoffConst = "(NULL::timestamptz)"
 
-// withCutoff returns where with each :cutoff outside quotes replaced by the bound cutoff. where
+// WithCutoff returns where with each :cutoff outside quotes replaced by the bound cutoff. where
 // must have passed checkCondition.
-func withCutoff(where string) string { return substituteCutoff(where, cutoffParam) }
+func WithCutoff(where string) string { return SubstituteCutoff(where, CutoffParam) }
 
-// substituteCutoff returns where with each :cutoff outside quotes replaced by with.
-func substituteCutoff(where, with string) string {
+// SubstituteCutoff returns where with each :cutoff outside quotes replaced by with.
+func SubstituteCutoff(where, with string) string {
 	_, at, _ := scanCondition(where)
 	if len(at) == 0 {
 		return where
@@ -60,6 +60,13 @@ func substituteCutoff(where, with string) string {
 	}
 	b.WriteString(where[last:])
 	return b.String()
+}
+
+// UsesCutoff says whether where names the run's cutoff (:cutoff outside quotes), so that a
+// statement made of it alone binds the cutoff.
+func UsesCutoff(where string) bool {
+	_, at, _ := scanCondition(where)
+	return len(at) > 0
 }
 
 // scanCondition lexes where as checkCondition describes, and returns for each byte its
@@ -189,12 +196,12 @@ func simpleConjunct(alias string) *regexp.Regexp {
 
 const literalRE = `(?:'(?:[^'\\]|'')*'|-?[0-9]+(?:\.[0-9]+)?|true|false)`
 
-// partialPredicate returns the conjuncts of where, a condition over alias ("t" for a pass's,
+// PartialPredicate returns the conjuncts of where, a condition over alias ("t" for a pass's,
 // "g" for a keep guard's), that can stand in an index predicate of alias's table, alias prefixes
 // dropped, and whether that is all of where. Only a top-level AND chain is split: a top-level OR
 // or a BETWEEN (whose own AND would be misread) gives up, since a wrong predicate would make an
 // index the query cannot use.
-func partialPredicate(where, alias string) (pred string, complete bool) {
+func PartialPredicate(where, alias string) (pred string, complete bool) {
 	if strings.TrimSpace(where) == "" {
 		return "", true
 	}

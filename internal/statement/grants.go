@@ -1,4 +1,4 @@
-package sweep
+package statement
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // Grants returns the least privileges the statements of specs need, as GRANT statements to role,
@@ -23,7 +25,7 @@ import (
 //
 // A partitions-mode pass also needs to own its table's partitions, which no GRANT gives: that is
 // a comment line.
-func Grants(specs []Spec, role string) []string {
+func Grants(specs []policy.Spec, role string) []string {
 	r := pgx.Identifier{role}.Sanitize()
 	tables := map[string]map[string]bool{}
 	schemas := map[string]bool{}
@@ -39,7 +41,7 @@ func Grants(specs []Spec, role string) []string {
 			tables[table][p] = true
 		}
 	}
-	for _, s := range normalize(specs) {
+	for _, s := range policy.Normalize(specs) {
 		for _, p := range s.Passes {
 			add(p.Table, "SELECT", "UPDATE", "DELETE")
 			for _, g := range p.Guards {
@@ -52,13 +54,13 @@ func Grants(specs []Spec, role string) []string {
 				add(c.Table, "SELECT", "DELETE")
 			}
 			switch p.Mode {
-			case ModePerRow:
+			case policy.ModePerRow:
 				if schema, _, ok := strings.Cut(p.Function, "."); ok {
 					schemas[schema] = true
 				}
 				functions = append(functions, fmt.Sprintf("-- %s runs with the role's privileges unless it is SECURITY DEFINER: grant what it writes too.\nGRANT EXECUTE ON FUNCTION %s TO %s;",
-					p.Function, quoteQualified(p.Function), r))
-			case ModePartitions:
+					p.Function, QuoteName(p.Function), r))
+			case policy.ModePartitions:
 				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: the role must own them (or be a member of their owner); no GRANT gives DROP.",
 					p.Name, s.Name, p.Table))
 			}
@@ -76,7 +78,7 @@ func Grants(specs []Spec, role string) []string {
 				privs = append(privs, p)
 			}
 		}
-		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), quoteQualified(table), r))
+		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(privs, ", "), QuoteName(table), r))
 	}
 	slices.Sort(functions)
 	out = append(out, slices.Compact(functions)...)

@@ -1,15 +1,17 @@
-package sweep
+package check
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/explain"
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // The policy check's references between tables: every foreign key that would fail a pass's delete
@@ -70,8 +72,8 @@ ORDER BY con.conname`, oid)
 // left alone: its function deletes, and may delete the referencing rows itself; so is a
 // partitions pass, which takes neither guards nor children, and whose drops meet the foreign
 // keys of their own (partition.Drop).
-func (c *checker) foreignKeys(ctx context.Context, sweep string, p Pass) error {
-	if p.Mode == ModePerRow || p.Mode == ModePartitions {
+func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) error {
+	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {
 		return nil
 	}
 	tbl, err := c.table(ctx, p.Table)
@@ -155,7 +157,7 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p Pass) error {
 // lookups checks that an index serves each lookup a batch makes in another table: each keep
 // guard's (is the row referenced?) and each delete_with child's (which rows reference it?). A
 // lookup without its index reads the whole other table, at every batch.
-func (c *checker) lookups(ctx context.Context, p Pass, cutoff time.Time) ([]unindexed, error) {
+func (c *checker) lookups(ctx context.Context, p policy.Pass, cutoff time.Time) ([]unindexed, error) {
 	var missing []unindexed
 	for _, g := range p.Guards {
 		// The plan cannot tell a lookup from a full read of a composite index whose second column
@@ -212,19 +214,19 @@ const lookupPricing = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = o
 // conditionalGuardServed plans the conditional keep guard g as the batch runs it (NOT EXISTS over
 // alias g, correlated to t, its where in place) with lookupPricing, and reports whether the guard
 // table is read through an index condition on the guard column, by an index that leads with it.
-func (c *checker) conditionalGuardServed(ctx context.Context, p Pass, g Guard, cutoff time.Time) (bool, error) {
-	q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", quoteQualified(p.Table), guardSQL(g))
+func (c *checker) conditionalGuardServed(ctx context.Context, p policy.Pass, g policy.Guard, cutoff time.Time) (bool, error) {
+	q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", statement.QuoteName(p.Table), statement.Guard(g))
 	var args []any
-	if _, at, _ := scanCondition(g.Where); len(at) > 0 {
+	if policy.UsesCutoff(g.Where) {
 		args = []any{cutoff}
 	}
-	raw, err := explainPriced(ctx, c.pool, checkStatementTimeout, checkLockTimeout, lookupPricing, q, args...)
+	raw, err := explain.Priced(ctx, c.pool, checkStatementTimeout, checkLockTimeout, lookupPricing, q, args...)
 	if pgErr, err := pgProblem(err); err != nil {
 		return false, err
 	} else if pgErr != nil {
 		return false, nil // compile reported it
 	}
-	scans, err := lookupIndexes(raw, "g", g.Column)
+	scans, err := explain.LookupIndexes(raw, "g", g.Column)
 	if err != nil {
 		return false, fmt.Errorf("read plan: %w", err)
 	}
@@ -262,40 +264,4 @@ WHERE (i.indrelid = $1 OR i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE 
 		}
 	}
 	return true, nil
-}
-
-// lookupIndexes returns, for each scan of the relation aliased alias (one per partition left of a
-// partitioned table), the indexes it reads with an index condition on column: an index scan's, or
-// the bitmap index scans' under a bitmap heap scan. A scan read otherwise has none.
-func lookupIndexes(raw []byte, alias, column string) ([][]string, error) {
-	var out []struct {
-		Plan scanNode `json:"Plan"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("empty plan")
-	}
-	bounds := condMentions(column)
-	var scans [][]string
-	for _, n := range findScans(out[0].Plan, alias, nil) {
-		var names []string
-		var walk func(n scanNode)
-		walk = func(n scanNode) {
-			switch n.NodeType {
-			case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
-				if bounds(n.IndexCond) {
-					names = append(names, n.IndexName)
-				}
-			case "Bitmap Heap Scan", "BitmapAnd", "BitmapOr":
-				for _, c := range n.Plans {
-					walk(c)
-				}
-			}
-		}
-		walk(n)
-		scans = append(scans, names)
-	}
-	return scans, nil
 }

@@ -1,4 +1,4 @@
-package sweep
+package check
 
 import (
 	"cmp"
@@ -10,8 +10,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/explain"
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 const (
@@ -24,14 +27,14 @@ const (
 	checkPlanBatchSize = 1000
 )
 
-// CheckPolicy checks specs against the live schema of pool's database; see Policy.Check. Its
-// messages name the sweep and pass but no file or line: it is for specs built in Go. For a loaded
-// policy, call its Check.
-func CheckPolicy(ctx context.Context, pool *pgxpool.Pool, specs []Spec) (warnings []string, err error) {
-	return (&Policy{Specs: specs}).Check(ctx, pool)
+// Specs checks specs against the live schema of pool's database; see Policy. Its messages name
+// the sweep and pass but no file or line: it is for specs built in Go. For a loaded policy, call
+// Policy.
+func Specs(ctx context.Context, pool *pgxpool.Pool, specs []policy.Spec) (warnings []string, err error) {
+	return Policy(ctx, pool, &policy.Policy{Specs: specs})
 }
 
-// Check validates the policy against the live schema of pool's database, so that a policy that
+// Policy validates the policy against the live schema of pool's database, so that a policy that
 // cannot run is refused at boot (or in CI, by api policy check) rather than failing its first
 // batch: every table exists (schema-qualified, or found on the search_path as the statements will
 // find it) and is a table; the age, key and guard columns exist, the age column being a
@@ -45,9 +48,9 @@ func CheckPolicy(ctx context.Context, pool *pgxpool.Pool, specs []Spec) (warning
 //
 // It first repeats the static checks of LoadPolicy that keep a where condition to one boolean
 // expression, and compiles nothing when they fail. Every problem is reported at once as a
-// *PolicyError (joined); warnings are returned even when err is not nil. An error that is not the
+// *policy.Error (joined); warnings are returned even when err is not nil. An error that is not the
 // policy's (the database unreachable) ends the check and is returned alone.
-func (p *Policy) Check(ctx context.Context, pool *pgxpool.Pool) (warnings []string, err error) {
+func Policy(ctx context.Context, pool *pgxpool.Pool, p *policy.Policy) (warnings []string, err error) {
 	c := &checker{pol: p, pool: pool, tables: map[string]*tableInfo{}}
 	if errs := c.static(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -56,7 +59,7 @@ func (p *Policy) Check(ctx context.Context, pool *pgxpool.Pool) (warnings []stri
 	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
 		return nil, fmt.Errorf("check policy: read database clock: %w", err)
 	}
-	for _, s := range normalize(p.Specs) {
+	for _, s := range policy.Normalize(p.Specs) {
 		for _, ps := range s.Passes {
 			// The cutoff comes from the database clock, as a run's does; the plan hardly depends
 			// on it, but a realistic value keeps the planner's estimates honest.
@@ -69,7 +72,7 @@ func (p *Policy) Check(ctx context.Context, pool *pgxpool.Pool) (warnings []stri
 }
 
 type checker struct {
-	pol      *Policy
+	pol      *policy.Policy
 	pool     *pgxpool.Pool
 	tables   map[string]*tableInfo
 	errs     []error
@@ -91,7 +94,7 @@ type columnInfo struct {
 	// temporal: a timestamp, timestamptz or date (or a domain over one), comparable with the cutoff.
 	temporal bool
 	// kind is how the column compares with the cutoff, when temporal.
-	kind ageKind
+	kind statement.Kind
 }
 
 func (t *tableInfo) column(name string) (columnInfo, bool) {
@@ -111,19 +114,15 @@ func (t *tableInfo) columnList() string {
 	return strings.Join(names, ", ")
 }
 
-func (c *checker) problem(sweep, pass, field, format string, args ...any) *PolicyError {
-	return &PolicyError{File: c.pol.File, Line: c.pol.line(sweep, pass, field), Sweep: sweep, Pass: pass, Err: fmt.Errorf(format, args...)}
+func (c *checker) problem(sweep, pass, field, format string, args ...any) *policy.Error {
+	return &policy.Error{File: c.pol.File, Line: c.pol.Line(sweep, pass, field), Sweep: sweep, Pass: pass, Err: fmt.Errorf(format, args...)}
 }
 
-// static runs the checks that need no database and that what follows relies on: validateSpecs,
+// static runs the checks that need no database and that what follows relies on: Validate's,
 // which holds the shape of names and of each where condition, which must hold before any of it is
 // sent to the server. A loaded policy passed them all already; specs built in Go may not have.
 func (c *checker) static() []error {
-	var errs []error
-	for _, pr := range validateSpecs(c.pol.Specs) {
-		errs = append(errs, c.problem(pr.sweep, pr.pass, pr.field, "%s", pr.msg))
-	}
-	return errs
+	return c.pol.Problems()
 }
 
 func (c *checker) fail(sweep, pass, field, format string, args ...any) {
@@ -136,7 +135,7 @@ func (c *checker) fail(sweep, pass, field, format string, args ...any) {
 //
 // The foreign keys are checked once the catalog is sound, whatever the later steps find: a pass
 // whose delete a foreign key would fail is worth saying alongside a missing index.
-func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+func (c *checker) pass(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time) error {
 	before := len(c.errs)
 	if err := c.catalog(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
 		return err
@@ -144,7 +143,7 @@ func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Ti
 	if err := c.foreignKeys(ctx, sweep, p); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context, string, Pass, time.Time) error{c.partitions, c.compile, c.indexes, c.archive} {
+	for _, step := range []func(context.Context, string, policy.Pass, time.Time) error{c.partitions, c.compile, c.indexes, c.archive} {
 		before := len(c.errs)
 		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {
 			return err
@@ -155,7 +154,7 @@ func (c *checker) pass(ctx context.Context, sweep string, p Pass, cutoff time.Ti
 
 // catalog checks that the pass's table, columns, guard tables and function exist, as the
 // statements will resolve them.
-func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time) error {
+func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass, _ time.Time) error {
 	tbl, err := c.table(ctx, p.Table)
 	if err != nil {
 		return err
@@ -164,7 +163,7 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 		c.fail(sweep, p.Name, "table", "table %q %s", p.Table, tbl.problem)
 		return nil
 	}
-	if tbl.partitioned && (p.Mode == ModeBatched || p.Mode == "") {
+	if tbl.partitioned && (p.Mode == policy.ModeBatched || p.Mode == "") {
 		// A batch picks its rows by ctid, which is unique within one partition only.
 		c.fail(sweep, p.Name, "mode", "table %q is partitioned, and a batch picks its rows by ctid, which repeats across partitions: use mode: partitions (expired partitions dropped whole, the boundary's rows deleted a partition at a time), or sweep each partition with a pass of its own", p.Table)
 		return nil
@@ -177,7 +176,7 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 	} else if err := c.timeZone(ctx, sweep, p, age); err != nil {
 		return err
 	}
-	if p.Mode == ModePerRow {
+	if p.Mode == policy.ModePerRow {
 		key := cmp.Or(p.KeyColumn, "id")
 		if _, ok := tbl.column(key); !ok {
 			c.fail(sweep, p.Name, "key_column", "key column %q does not exist in table %q (columns: %s); name the column the function takes with key_column",
@@ -227,15 +226,15 @@ func (c *checker) catalog(ctx context.Context, sweep string, p Pass, _ time.Time
 // timeZone checks a pass's time_zone against its age column and the database: a zone other than
 // UTC is refused on a timestamptz column (it would change nothing there), and an IANA name must be
 // one the database knows, spelled as it spells it.
-func (c *checker) timeZone(ctx context.Context, sweep string, p Pass, age columnInfo) error {
+func (c *checker) timeZone(ctx context.Context, sweep string, p policy.Pass, age columnInfo) error {
 	switch {
-	case p.TimeZone == "" || p.TimeZone == TimeZoneUTC:
+	case p.TimeZone == "" || p.TimeZone == policy.TimeZoneUTC:
 		return nil
-	case age.kind == kindInstant:
+	case age.kind == statement.Instant:
 		c.fail(sweep, p.Name, "time_zone", "time_zone has no effect: age column %q is %s, an instant, compared with the cutoff instant whatever the zone; remove time_zone (it is for date and timestamp without time zone columns)",
 			p.AgeColumn, age.typ)
 		return nil
-	case p.TimeZone == TimeZoneDatabase:
+	case p.TimeZone == policy.TimeZoneDatabase:
 		return nil
 	}
 	var known bool
@@ -260,19 +259,19 @@ SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1),
 
 // compile EXPLAINs each keep guard and the where condition alone, so that a failure points at the
 // line that caused it, then the statement the runner will send, whole, with its bind parameters.
-func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
+func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time) error {
 	before := len(c.errs)
-	table := quoteQualified(p.Table)
+	table := statement.QuoteName(p.Table)
 	// cutoffArgs binds the cutoff to a piece that names it.
 	cutoffArgs := func(where string) []any {
-		if _, at, _ := scanCondition(where); len(at) > 0 {
+		if policy.UsesCutoff(where) {
 			return []any{cutoff}
 		}
 		return nil
 	}
 	for i, g := range p.Guards {
 		// The guard alone, then its where: a failure of the where points into it.
-		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, guardSQL(Guard{Table: g.Table, Column: g.Column, References: g.References}))
+		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, statement.Guard(policy.Guard{Table: g.Table, Column: g.Column, References: g.References}))
 		_, err := c.explain(ctx, false, q)
 		pgErr, err := pgProblem(err)
 		if err != nil {
@@ -286,23 +285,23 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		if g.Where == "" {
 			continue
 		}
-		cond := withCutoff(g.Where)
-		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE EXISTS (SELECT 1 FROM %s AS g WHERE (", table, quoteQualified(g.Table))
+		cond := policy.WithCutoff(g.Where)
+		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE EXISTS (SELECT 1 FROM %s AS g WHERE (", table, statement.QuoteName(g.Table))
 		_, err = c.explain(ctx, false, prefix+cond+"))", cutoffArgs(g.Where)...)
 		if pgErr, err = pgProblem(err); err != nil {
 			return err
 		}
 		if pgErr != nil {
 			c.fail(sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition does not compile: %s",
-				describePgError(pgErr, cond, utf8.RuneCountInString(explainPrefix+prefix)))
+				describePgError(pgErr, cond, utf8.RuneCountInString(explain.Prefix+prefix)))
 		} else if err := c.volatility(ctx, sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition", p.Table,
-			fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", quoteQualified(g.Table), g.Where)); err != nil {
+			fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", statement.QuoteName(g.Table), g.Where)); err != nil {
 			return err
 		}
 	}
 	for i, ch := range p.DeleteWith {
 		q := fmt.Sprintf("SELECT 1 FROM %s AS c WHERE c.%s IN (SELECT t.%s FROM %s AS t)",
-			quoteQualified(ch.Table), pgx.Identifier{ch.Column}.Sanitize(), pgx.Identifier{ch.References}.Sanitize(), table)
+			statement.QuoteName(ch.Table), pgx.Identifier{ch.Column}.Sanitize(), pgx.Identifier{ch.References}.Sanitize(), table)
 		_, err := c.explain(ctx, false, q)
 		pgErr, err := pgProblem(err)
 		if err != nil {
@@ -314,7 +313,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		}
 	}
 	if p.Where != "" {
-		cond := withCutoff(p.Where)
+		cond := policy.WithCutoff(p.Where)
 		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE (", table)
 		_, err := c.explain(ctx, false, prefix+cond+")", cutoffArgs(p.Where)...)
 		pgErr, err := pgProblem(err)
@@ -323,7 +322,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 		}
 		if pgErr != nil {
 			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
-				describePgError(pgErr, cond, utf8.RuneCountInString(explainPrefix+prefix)))
+				describePgError(pgErr, cond, utf8.RuneCountInString(explain.Prefix+prefix)))
 		} else if err := c.volatility(ctx, sweep, p.Name, "where", "the condition", p.Table, p.Where); err != nil {
 			return err
 		}
@@ -331,13 +330,13 @@ func (c *checker) compile(ctx context.Context, sweep string, p Pass, cutoff time
 	if len(c.errs) > before {
 		return nil // a piece that failed would fail the whole statement too: say it once
 	}
-	st := buildStatements(p, c.ageKind(p))
-	query, args, field := st.locked.index, []any{cutoff, checkPlanBatchSize}, ""
+	st := statement.Build(p, c.ageKind(p))
+	query, args, field := st.Locked.Index, []any{cutoff, checkPlanBatchSize}, ""
 	switch p.Mode {
-	case ModeSingle:
-		query, args = st.single, []any{cutoff}
-	case ModePerRow:
-		query, args, field = st.perRow, []any{cutoff}, "function"
+	case policy.ModeSingle:
+		query, args = st.Single, []any{cutoff}
+	case policy.ModePerRow:
+		query, args, field = st.PerRow, []any{cutoff}, "function"
 	}
 	_, err := c.explain(ctx, false, query, args...)
 	pgErr, err := pgProblem(err)
@@ -365,7 +364,7 @@ func (c *checker) volatility(ctx context.Context, sweep, pass, field, what, tabl
 		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
 		return fmt.Errorf("set timeouts: %w", err)
 	}
-	calls, err := volatileCalls(ctx, tx, table, substituteCutoff(condition, cutoffConst))
+	calls, err := volatileCalls(ctx, tx, table, policy.SubstituteCutoff(condition, policy.CutoffConst))
 	pgErr, err := pgProblem(err)
 	switch {
 	case err != nil:
@@ -387,18 +386,18 @@ type unindexed struct{ what, fix string }
 // the guard column. Planned with sequential scans disabled, the planner picks an index whenever
 // one can serve at all, so the answer does not depend on the table's size: the same on an empty
 // CI database as on production.
-func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time.Time) error {
-	if p.Mode == ModePartitions && p.Boundary == BoundaryKeep {
+func (c *checker) indexes(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time) error {
+	if p.Mode == policy.ModePartitions && p.Boundary == policy.BoundaryKeep {
 		return nil // no batch ever runs: whole partitions go, by the catalog
 	}
-	raw, err := c.explain(ctx, true, buildStatements(p, c.ageKind(p)).probe, cutoff, checkPlanBatchSize)
+	raw, err := c.explain(ctx, true, statement.Build(p, c.ageKind(p)).Probe, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return err
 	} else if pgErr != nil {
 		c.fail(sweep, p.Name, "", "planning the batch select failed: %s", describePgError(pgErr, "", 0))
 		return nil
 	}
-	indexed, err := indexServes(raw, p)
+	indexed, err := explain.IndexServes(raw, p)
 	if err != nil {
 		return fmt.Errorf("read plan: %w", err)
 	}
@@ -424,242 +423,4 @@ func (c *checker) indexes(ctx context.Context, sweep string, p Pass, cutoff time
 		}
 	}
 	return nil
-}
-
-// table looks name up as the statements will resolve it: schema-qualified, or on the search_path.
-func (c *checker) table(ctx context.Context, name string) (*tableInfo, error) {
-	if t, ok := c.tables[name]; ok {
-		return t, nil
-	}
-	t := &tableInfo{}
-	var oid uint32
-	var kind string
-	err := c.pool.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`,
-		quoteQualified(name)).Scan(&oid, &kind)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if t.problem, err = c.missingTable(ctx, name); err != nil {
-			return nil, err
-		}
-	case err != nil:
-		return nil, fmt.Errorf("look up table %q: %w", name, err)
-	case kind != "r" && kind != "p":
-		t.problem = fmt.Sprintf("is %s, not a table: name the table it stands for", relkindName(kind))
-	default:
-		t.oid, t.partitioned = oid, kind == "p"
-		if t.columns, err = c.columns(ctx, oid); err != nil {
-			return nil, fmt.Errorf("read columns of %q: %w", name, err)
-		}
-	}
-	c.tables[name] = t
-	return t, nil
-}
-
-// missingTable explains a name that resolves to nothing: where it was looked for, and the tables
-// of that name in any schema or spelling (a table created as "Sessions" is not sessions).
-func (c *checker) missingTable(ctx context.Context, name string) (string, error) {
-	bare := name[strings.LastIndex(name, ".")+1:]
-	var path string
-	var similar []string
-	err := c.pool.QueryRow(ctx, `
-SELECT array_to_string(current_schemas(false), ', '),
-       ARRAY(SELECT CASE WHEN pg_table_is_visible(c.oid) THEN '' ELSE n.nspname || '.' END || c.relname
-             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE lower(c.relname) = lower($1) AND c.relkind IN ('r', 'p')
-               AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
-             ORDER BY 1 LIMIT 5)`, bare).Scan(&path, &similar)
-	if err != nil {
-		return "", fmt.Errorf("look up tables like %q: %w", name, err)
-	}
-	msg := "does not exist"
-	if !strings.Contains(name, ".") {
-		msg += fmt.Sprintf(" on the search_path (%s)", path)
-	}
-	if len(similar) > 0 {
-		msg += fmt.Sprintf("; tables of that name: %s (names are matched exactly as written, schema.table for another schema)", strings.Join(similar, ", "))
-	} else {
-		msg += ": create it, or fix the name"
-	}
-	return msg, nil
-}
-
-func (c *checker) columns(ctx context.Context, oid uint32) ([]columnInfo, error) {
-	rows, err := c.pool.Query(ctx, `
-SELECT a.attname, format_type(a.atttypid, a.atttypmod),
-       (CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END)
-         IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype),
-       format_type(CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END, NULL)
-FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
-WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum`, oid)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (columnInfo, error) {
-		var ci columnInfo
-		var base string
-		err := r.Scan(&ci.name, &ci.typ, &ci.temporal, &base)
-		ci.kind = kindOf(base)
-		return ci, err
-	})
-}
-
-// function checks that a per-row function exists where the statement will look for it and can be
-// called with one argument (more are fine when they have defaults). Whether that argument's type
-// fits the key column is left to compiling the statement.
-func (c *checker) function(ctx context.Context, name string) (string, error) {
-	schema, fn, qualified := strings.Cut(name, ".")
-	if !qualified {
-		schema, fn = "", name
-	}
-	rows, err := c.pool.Query(ctx, `
-SELECT p.oid::regprocedure::text, p.pronargs - p.pronargdefaults <= 1 AND p.pronargs >= 1
-FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE p.proname = $1 AND p.prokind = 'f'
-  AND CASE WHEN $2::text = '' THEN pg_function_is_visible(p.oid) ELSE n.nspname = $2::text END
-ORDER BY 1`, fn, schema)
-	if err != nil {
-		return "", fmt.Errorf("look up function %q: %w", name, err)
-	}
-	type proc struct {
-		signature string
-		oneArg    bool
-	}
-	procs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (proc, error) {
-		var p proc
-		err := r.Scan(&p.signature, &p.oneArg)
-		return p, err
-	})
-	if err != nil {
-		return "", fmt.Errorf("look up function %q: %w", name, err)
-	}
-	if len(procs) == 0 {
-		where := "on the search_path"
-		if qualified {
-			where = "in schema " + schema
-		}
-		return fmt.Sprintf("does not exist %s: create it, or fix function (it is called once per eligible row with the key column's value)", where), nil
-	}
-	var found []string
-	for _, p := range procs {
-		if p.oneArg {
-			return "", nil
-		}
-		found = append(found, p.signature)
-	}
-	return fmt.Sprintf("does not take one argument (found: %s): it is called once per eligible row with the key column's value", strings.Join(found, "; ")), nil
-}
-
-// explain plans query with the check's timeouts; see explainJSON.
-func (c *checker) explain(ctx context.Context, forceIndex bool, query string, args ...any) ([]byte, error) {
-	return explainJSON(ctx, c.pool, checkStatementTimeout, checkLockTimeout, forceIndex, query, args...)
-}
-
-// leadingIndex reports whether table has a valid, non-partial index whose first column is column:
-// the index that turns each keep-guard lookup into a descent of the index.
-func (c *checker) leadingIndex(ctx context.Context, table, column string) (bool, error) {
-	t, err := c.table(ctx, table)
-	if err != nil {
-		return false, err
-	}
-	var ok bool
-	err = c.pool.QueryRow(ctx, `
-SELECT EXISTS (
-  SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-  WHERE i.indrelid = $1 AND a.attname = $2 AND i.indisvalid AND i.indpred IS NULL)`, t.oid, column).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("look up indexes of %q: %w", table, err)
-	}
-	return ok, nil
-}
-
-// pgProblem tells a statement's own failure (it does not compile, a permission is missing),
-// which is a problem of the policy, from the database's (a lost connection), which ends the check.
-func pgProblem(err error) (*pgconn.PgError, error) {
-	var pgErr *pgconn.PgError
-	if err == nil || errors.As(err, &pgErr) {
-		return pgErr, nil
-	}
-	return nil, err
-}
-
-// describePgError writes a PostgreSQL error for an operator: its message and SQLSTATE, where in
-// the condition it points when it points into it (offset: the characters before the condition in
-// the query sent), and its detail and hint.
-func describePgError(e *pgconn.PgError, condition string, offset int) string {
-	msg := fmt.Sprintf("%s (SQLSTATE %s)", e.Message, e.Code)
-	if condition != "" && e.Position > 0 {
-		runes := []rune(condition)
-		switch at := int(e.Position) - 1 - offset; {
-		case at >= 0 && at < len(runes):
-			msg += fmt.Sprintf(" at %q", string(runes[at:min(at+30, len(runes))]))
-		case at == len(runes):
-			msg += " at the end of the condition"
-		}
-	}
-	if e.Detail != "" {
-		msg += "; " + e.Detail
-	}
-	if e.Hint != "" {
-		msg += "; hint: " + e.Hint
-	}
-	if e.Code == "42501" {
-		msg += "; the API's database role needs SELECT, UPDATE and DELETE on the swept table (UPDATE for FOR UPDATE), SELECT on guard tables, and SELECT and DELETE on delete_with tables"
-	}
-	return msg
-}
-
-func relkindName(kind string) string {
-	switch kind {
-	case "v":
-		return "a view"
-	case "m":
-		return "a materialized view"
-	case "f":
-		return "a foreign table"
-	case "S":
-		return "a sequence"
-	case "i", "I":
-		return "an index"
-	case "c":
-		return "a composite type"
-	}
-	return "a relation of kind " + kind
-}
-
-// ageKind is the kind of p's age column as the catalog step read it.
-func (c *checker) ageKind(p Pass) ageKind {
-	if t, ok := c.tables[p.Table]; ok {
-		if col, ok := t.column(p.AgeColumn); ok {
-			return col.kind
-		}
-	}
-	return kindInstant
-}
-
-// indexFor writes the CREATE INDEX CONCURRENTLY that would serve a select on table by column,
-// made partial by the parts of where, a condition over alias, that can stand in an index
-// predicate.
-func (c *checker) indexFor(ctx context.Context, table, column, where, alias string) (string, error) {
-	var quoted []string
-	for _, name := range append(strings.Split(table, "."), column) {
-		var q string
-		// quote_ident quotes only where needed (upper case, a keyword), so the suggestion reads
-		// as a person would write it.
-		if err := c.pool.QueryRow(ctx, "SELECT quote_ident($1)", name).Scan(&q); err != nil {
-			return "", fmt.Errorf("quote %q: %w", name, err)
-		}
-		quoted = append(quoted, q)
-	}
-	n := len(quoted)
-	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s)", strings.Join(quoted[:n-1], "."), quoted[n-1])
-	pred, complete := partialPredicate(where, alias)
-	if pred != "" {
-		stmt += " WHERE " + pred
-	}
-	if !complete {
-		// Said before the statement, so the statement stays last, ready to copy.
-		stmt = "(a partial index matching more of the condition would be smaller; only its simple parts are shown) " + stmt
-	}
-	return stmt + ";", nil
 }

@@ -1,0 +1,85 @@
+package statement
+
+import (
+	"strings"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+)
+
+// archive_to: each batch moves its rows to another table in the statement that deletes them,
+//
+//	WITH deleted AS (DELETE FROM <table> AS t WHERE … RETURNING t.*),
+//	     archived AS (INSERT INTO <archive> (c1, …, cn) OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+//	SELECT count(*), max(deleted.<age>) FROM deleted
+//
+// so that a row is deleted exactly when it is archived: one statement, one transaction. The
+// batch keeps everything a plain batch has (its access path and forms, the predicate
+// standing on the delete target, the keyset cursor: the statement still answers the count and
+// the newest age it deleted).
+//
+// The column list. The INSERT names its target columns, c1 … cn: the swept table's columns in
+// their order, read from the catalog at the start of each run (ReadColumns), and checked
+// against the archive by the policy check (check.Policy: every one exists in the archive by name
+// and accepts the swept column's type). The rows come from deleted.*, which the server expands
+// to the swept table's columns in the same order. Naming the targets maps each value to the
+// archive column of the same name, whatever the archive's own column order (it may have more
+// columns, such as an archived_at with a default). Taking the values as deleted.* rather than
+// naming them too is what makes a schema change between the read and a batch fail instead of
+// losing data: a column added to the swept table after the run read its list makes deleted.*
+// one value longer than the list, and the server refuses the statement ("INSERT has more
+// expressions than target columns") before anything is deleted; a dropped one makes it shorter,
+// refused the same way. The next run reads the new list (the archive must then have the new
+// column, or the batch fails naming it). OVERRIDING SYSTEM VALUE keeps the swept rows' own
+// values in an archive whose columns are GENERATED ALWAYS AS IDENTITY (CREATE TABLE … (LIKE …
+// INCLUDING ALL) makes one); it changes nothing for other columns.
+//
+// A foreign archive (postgres_fdw) takes part in the same transaction: its remote transaction
+// commits at the local commit, just before it. A batch whose archive server is down, or goes
+// down before that commit, fails and rolls back on both sides. What one statement cannot close is
+// the moment between the remote commit and the local one (postgres_fdw has no two-phase commit):
+// should the API's database crash there, or the remote's answer to its COMMIT be lost, the rows
+// stay in the swept table although the archive holds them, and the next run would archive them
+// again. An archive with the swept table's primary key refuses that second copy (SQLSTATE
+// 23505, batch-error) instead of keeping it; docs/POLICY.md says what to do then. Batches of an
+// archiving pass commit synchronously: with synchronous_commit off, a crash could lose a local
+// commit after the remote one was durable, undoing the delete of rows the archive keeps.
+
+// Archive is the statements of an archiving pass for one run: they name the swept table's
+// columns as the run read them.
+type Archive struct {
+	// Unlocked and Locked are Set's, moving the rows; Single is Set.Single, moving them.
+	Unlocked, Locked Batch
+	Single           string
+}
+
+// BuildArchive renders the statements that move pass p's rows to its archive_to, for an age
+// column of kind k; columns are the swept table's, in order.
+func BuildArchive(p policy.Pass, k Kind, columns []string) Archive {
+	v := newPass(p, k)
+	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
+	wrap := func(d deletion) string {
+		return render("archive-batch", wrapper{pass: v, Delete: deletionSQL(d), Insert: insert})
+	}
+	return Archive{
+		Unlocked: batches(v, false, wrap),
+		Locked:   batches(v, true, wrap),
+		Single:   render("archive-single", wrapper{pass: v, Insert: insert}),
+	}
+}
+
+// ArchiveInsert is an INSERT into archive of rows, a query answering the named columns in order.
+func ArchiveInsert(archive string, columns []string, rows string) string {
+	return render("archive-insert", struct{ Archive, Columns, Rows string }{QuoteName(archive), ColumnList("", columns), rows})
+}
+
+// ColumnList quotes columns, each qualified by alias when it is not "", and joins them.
+func ColumnList(alias string, columns []string) string {
+	names := make([]string, len(columns))
+	for i, c := range columns {
+		names[i] = ident(c)
+		if alias != "" {
+			names[i] = alias + "." + names[i]
+		}
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,58 @@
+{{/*
+  A batch statement: its DELETE (index-delete or heap-delete), then what goes along with it.
+  It answers the rows deleted, the newest age among them (where an index-path batch resumes),
+  and the rows each delete_with child lost with them.
+*/}}
+{{define "batch" -}}
+WITH deleted AS (
+{{.Delete}}
+  RETURNING t.{{.Age}} AS age{{template "children-returning" .}}){{template "children" .}}
+SELECT count(*), max(age){{template "children-answer" .}} FROM deleted
+{{- end}}
+
+{{/*
+  An index-path batch: at most $2 rows, the oldest first, picked by ctid from the age index,
+  the predicate standing on the delete target too (a row changed under us is re-checked after
+  the wait and kept if it no longer qualifies). After resumes it at $3, the newest age the
+  previous batch deleted; Lock picks FOR UPDATE SKIP LOCKED, skipping held rows.
+*/}}
+{{define "index-delete" -}}
+{{"  "}}DELETE FROM {{.Table}} AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM {{.Table}} AS t WHERE {{.Predicate}}{{if .After}} AND t.{{.Age}} >= $3{{end}} ORDER BY t.{{.Age}} LIMIT $2{{template "locking" .}}))
+     AND {{.Predicate}}
+{{- end}}
+
+{{/*
+  A heap-path batch over the blocks [$2, $3): plain comparisons on ctid, which PostgreSQL 14 and
+  later plan as a TID Range Scan. Its plain form is the range and the predicate alone; Lock and
+  Capped (at most $4 rows, for max_rows) pick first and delete what they picked.
+*/}}
+{{define "heap-delete" -}}
+{{if or .Lock .Capped -}}
+{{"  "}}DELETE FROM {{.Table}} AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM {{.Table}} AS t WHERE {{template "blocks"}} AND {{.Predicate}}{{if .Capped}} LIMIT $4{{end}}{{template "locking" .}}))
+     AND {{.Predicate}}
+{{- else -}}
+{{"  "}}DELETE FROM {{.Table}} AS t WHERE {{template "blocks"}} AND {{.Predicate}}
+{{- end}}
+{{- end}}
+
+{{define "blocks"}}t.ctid >= $2 AND t.ctid < $3{{end}}
+
+{{define "locking"}}{{if .Lock}} FOR UPDATE SKIP LOCKED{{end}}{{end}}
+
+{{/*
+  delete_with: the parent delete returns the columns the children reference, and each child is
+  a data-modifying CTE deleting the rows that hold one of them, keyed on the parents actually
+  deleted. c.<column> = ANY (ARRAY(…)) is an index scan on the child column, where an IN over
+  the CTE could be planned as a hash join reading the whole child table.
+*/}}
+{{define "children-returning"}}{{range .Children}}, t.{{.References}} AS r{{.I}}{{end}}{{end}}
+
+{{define "children"}}{{range .Children}},
+c{{.I}} AS (
+  DELETE FROM {{.Table}} AS c WHERE c.{{.Column}} = ANY (ARRAY(SELECT r{{.I}} FROM deleted))
+  RETURNING 1){{end}}{{end}}
+
+{{define "children-answer"}}{{range .Children}}, (SELECT count(*) FROM c{{.I}}){{end}}{{end}}

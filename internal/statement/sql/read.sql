@@ -1,0 +1,29 @@
+{{/*
+  The reads of a pass, which delete nothing: the dry run's exact count (with each delete_with
+  child's rows that would go, in one snapshot), and the selects the planner is asked about.
+*/}}
+{{define "count" -}}
+{{if .Children -}}
+WITH p AS MATERIALIZED (SELECT {{range $i, $c := .Children}}{{if $i}}, {{end}}t.{{$c.References}} AS r{{$c.I}}{{end}} FROM {{.Table}} AS t WHERE {{.Predicate}})
+SELECT (SELECT count(*) FROM p){{range .Children}}, (SELECT count(*) FROM {{.Table}} AS c WHERE c.{{.Column}} IN (SELECT r{{.I}} FROM p)){{end}}
+{{- else -}}
+SELECT count(*) FROM {{.Table}} AS t WHERE {{.Predicate}}
+{{- end}}
+{{- end}}
+
+{{/*
+  What the index verdict plans: the pass's own read without its keep guards (their lookups are
+  judged from the catalog). A single-mode pass reads every eligible row at once, in no order.
+*/}}
+{{define "probe" -}}
+{{if .Single -}}
+SELECT t.ctid FROM {{.Table}} AS t WHERE {{.OwnPredicate}} AND $2::int > 0
+{{- else -}}
+SELECT t.ctid FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} LIMIT $2
+{{- end}}
+{{- end}}
+
+{{/* The eligible rows and every row, as the planner estimates them: the eligible share. */}}
+{{define "estimate"}}SELECT 1 FROM {{.Table}} AS t WHERE {{.Predicate}}{{end}}
+
+{{define "total"}}SELECT 1 FROM {{.Table}} AS t{{end}}

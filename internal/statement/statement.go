@@ -1,0 +1,230 @@
+// Package statement owns the SQL a pass runs: templates with named parts (sql/*.sql), rendered
+// once per pass and kind of age column into a Set. The golden files under testdata/ hold what
+// the templates render for a representative policy; `go test ./internal/statement -update`
+// rewrites them, so a changed clause is reviewed as a diff of SQL.
+//
+// The target table is always aliased t, in a batch's pick too, so a condition written as t.col
+// (or col) means the same row in both places. Every statement binds $1 as the cutoff, a
+// timestamptz; a batch binds $2 (its size, or its first block) and $3 and $4 as its form needs.
+package statement
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+)
+
+//go:embed sql/*.sql
+var files embed.FS
+
+// templates are parsed once; a template that fails to parse or render is a programming error,
+// which the golden test catches before it ships.
+var templates = template.Must(template.New("").Option("missingkey=error").ParseFS(files, "sql/*.sql"))
+
+// render executes the named template with data.
+func render(name string, data any) string {
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		panic(fmt.Sprintf("statement: render %s: %v", name, err))
+	}
+	return b.String()
+}
+
+// Set is the statements of one pass for one kind of age column.
+type Set struct {
+	// Predicate is the eligibility condition over alias t; $1 is the cutoff.
+	Predicate string
+	// Unlocked and Locked are the batch deletes, one per access path. A batch runs the unlocked
+	// form first: it takes no row lock before deleting, so a row another transaction holds makes
+	// it wait (under the row-lock timeout), and a row changed under us is re-checked after the
+	// wait and kept if it no longer qualifies. The locked form picks FOR UPDATE SKIP LOCKED, and
+	// runs only as the retry of an attempt that met a held row lock: locking writes a lock record
+	// per row before the delete writes its own.
+	Unlocked, Locked Batch
+	// HeapBare is Unlocked.Heap without its RETURNING and answer: the bare DELETE, whose row
+	// count is the command tag's, for a heap batch that needs nothing of the deleted rows:
+	// projecting them into a CTE costs about half as much again as the delete. It is "" for a
+	// pass that needs them (delete_with, archive_to, max_rows).
+	HeapBare string
+	// Single deletes every eligible row in one statement, answering the rows deleted (mode single).
+	Single string
+	// PerRow locks one eligible key, skipping keys another run holds, and calls the function on it.
+	PerRow string
+	// Count is the dry run's exact count, and each delete_with child's after it.
+	Count string
+	// Probe is the batch select without its keep guards, which the index verdict plans: the
+	// guards' lookups are judged from the catalog, which keeps the verdict on the swept table.
+	Probe string
+	// Estimate is the eligible rows as the planner sees them (the top node of its plan), and
+	// Total every row of the table: the eligible share the access path is chosen from.
+	Estimate, Total string
+}
+
+// Batch is the batch deletes of one form (taking row locks or not), one per access path. Each
+// answers the rows deleted, the newest age among them, and the rows each delete_with child lost.
+type Batch struct {
+	// Index deletes at most $2 eligible rows, the oldest first; IndexAfter resumes at age $3, the
+	// newest age the previous batch deleted (keyset pagination), so every batch reads an index
+	// range of about one batch however thin the backlog has become.
+	Index, IndexAfter string
+	// Heap deletes the eligible rows of the blocks [$2, $3), a TID Range Scan; HeapCapped
+	// deletes at most $4 of them, for a pass with max_rows.
+	Heap, HeapCapped string
+}
+
+// pass is what the templates read of a pass: names already quoted, conditions with the cutoff
+// placeholder bound.
+type pass struct {
+	Table, Age, Where, Kind, Interval, Zone string
+	Guards                                  []guard
+	Children                                []child
+	Predicate, OwnPredicate                 string
+	Single                                  bool
+	Function, Key                           string
+}
+
+type guard struct{ Table, Column, References, Where string }
+
+type child struct {
+	I                         int
+	Table, Column, References string
+}
+
+// deletion is what a batch's DELETE template reads: the pass, and the form of its batch.
+type deletion struct {
+	pass
+	// Heap picks the heap path's template, index-delete otherwise.
+	Heap                bool
+	After, Lock, Capped bool
+}
+
+// deletionSQL renders d's DELETE, without its RETURNING.
+func deletionSQL(d deletion) string {
+	if d.Heap {
+		return render("heap-delete", d)
+	}
+	return render("index-delete", d)
+}
+
+// wrapper is what a batch statement's template reads: its DELETE, rendered, and the pass.
+type wrapper struct {
+	pass
+	Delete, Insert string
+}
+
+// newPass quotes and binds what p's statements name, for an age column of kind k.
+func newPass(p policy.Pass, k Kind) pass {
+	v := pass{
+		Table: QuoteName(p.Table), Age: ident(p.AgeColumn), Kind: k.String(),
+		Interval: interval(p.Retention), Zone: zone(p),
+		Single: p.Mode == policy.ModeSingle,
+	}
+	if strings.TrimSpace(p.Where) != "" {
+		v.Where = policy.WithCutoff(p.Where)
+	}
+	for _, g := range p.Guards {
+		v.Guards = append(v.Guards, newGuard(g))
+	}
+	for i, c := range p.DeleteWith {
+		v.Children = append(v.Children, child{I: i, Table: QuoteName(c.Table), Column: ident(c.Column), References: ident(c.References)})
+	}
+	if p.Mode == policy.ModePerRow {
+		v.Function, v.Key = QuoteName(p.Function), ident(p.KeyColumn)
+		if p.KeyColumn == "" {
+			v.Key = ident("id")
+		}
+	}
+	v.Predicate, v.OwnPredicate = render("predicate", v), render("own-predicate", v)
+	return v
+}
+
+func newGuard(g policy.Guard) guard {
+	out := guard{Table: QuoteName(g.Table), Column: ident(g.Column), References: ident(g.References)}
+	if strings.TrimSpace(g.Where) != "" {
+		out.Where = policy.WithCutoff(g.Where)
+	}
+	return out
+}
+
+// Build renders the statements of p for an age column of kind k.
+func Build(p policy.Pass, k Kind) Set {
+	v := newPass(p, k)
+	batch := func(d deletion) string { return render("batch", wrapper{pass: v, Delete: deletionSQL(d)}) }
+	return Set{
+		Predicate: v.Predicate,
+		Unlocked:  batches(v, false, batch),
+		Locked:    batches(v, true, batch),
+		HeapBare:  heapBare(p, v),
+		Single:    render("single", v),
+		PerRow:    perRow(v),
+		Count:     render("count", v),
+		Probe:     render("probe", v),
+		Estimate:  render("estimate", v),
+		Total:     render("total", v),
+	}
+}
+
+// heapBare renders the bare heap DELETE of a pass that needs nothing of the rows it deletes.
+func heapBare(p policy.Pass, v pass) string {
+	if len(p.DeleteWith) > 0 || p.ArchiveTo != "" || p.MaxRows > 0 {
+		return ""
+	}
+	return render("heap-delete", deletion{pass: v, Heap: true})
+}
+
+// perRow renders a per-row pass's statement; "" for a pass of another mode, which has no function.
+func perRow(v pass) string {
+	if v.Function == "" {
+		return ""
+	}
+	return render("per-row", v)
+}
+
+// batches renders the batch statements of one form (lock: the locking one) with wrap, which
+// turns a DELETE into the whole statement.
+func batches(v pass, lock bool, wrap func(deletion) string) Batch {
+	return Batch{
+		Index:      wrap(deletion{pass: v, Lock: lock}),
+		IndexAfter: wrap(deletion{pass: v, Lock: lock, After: true}),
+		Heap:       wrap(deletion{pass: v, Heap: true, Lock: lock}),
+		HeapCapped: wrap(deletion{pass: v, Heap: true, Lock: lock, Capped: true}),
+	}
+}
+
+// Guard renders keep guard g as a condition over alias t (the swept row) and g (its table's).
+func Guard(g policy.Guard) string { return render("guard", newGuard(g)) }
+
+// QuoteName quotes a possibly schema-qualified name ("audit.events" → "audit"."events").
+func QuoteName(name string) string {
+	return pgx.Identifier(strings.Split(name, ".")).Sanitize()
+}
+
+// ident quotes one identifier.
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// zone is the time zone of p as SQL: a literal, or the session's setting.
+func zone(p policy.Pass) string {
+	switch p.TimeZone {
+	case "", policy.TimeZoneUTC:
+		return "'UTC'"
+	case policy.TimeZoneDatabase:
+		return "current_setting('TimeZone')"
+	}
+	return "'" + strings.ReplaceAll(p.TimeZone, "'", "''") + "'"
+}
+
+// interval writes d as an interval of seconds (or microseconds), never of days: added to a
+// timestamptz, a day is 23 or 25 hours across a daylight-saving change, and the reference time
+// must come back exact.
+func interval(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("interval '%d seconds'", d/time.Second)
+	}
+	return fmt.Sprintf("interval '%d microseconds'", d/time.Microsecond)
+}
