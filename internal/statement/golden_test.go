@@ -1,0 +1,103 @@
+package statement
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden from the templates")
+
+// goldenColumns are the swept table's columns an archiving pass's statements name, as a run
+// would read them from the catalog.
+var goldenColumns = []string{"id", "occurred_at", "bucket", "payload"}
+
+// TestGolden renders the statements of testdata/policy.yaml, each pass for each kind of age
+// column, and compares them with testdata/golden: a changed clause is a diff of SQL there.
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	pol, err := policy.LoadFile(filepath.Join("testdata", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, s := range pol.Specs {
+		for _, p := range s.Passes {
+			for k := range Kinds {
+				name := fmt.Sprintf("%s.%s.%s.sql", s.Name, p.Name, k)
+				want = append(want, name)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					var got bytes.Buffer
+					if err := Write(&got, Title(s.Name, p, k), List(p, Build(p, k), archive(p, k))); err != nil {
+						t.Fatal(err)
+					}
+					path := filepath.Join("testdata", "golden", name)
+					if *update {
+						if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
+					golden, err := os.ReadFile(path)
+					if err != nil {
+						t.Fatalf("%v (go test ./internal/statement -update writes it)", err)
+					}
+					if line, ok := firstDifference(string(golden), got.String()); !ok {
+						t.Errorf("%s differs from what the templates render, at line %d:\n golden: %s\n    got: %s\n(review the change, then go test ./internal/statement -update)",
+							path, line+1, lineAt(string(golden), line), lineAt(got.String(), line))
+					}
+				})
+			}
+		}
+	}
+	t.Run("no stale golden files", func(t *testing.T) {
+		t.Parallel()
+		entries, err := os.ReadDir(filepath.Join("testdata", "golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !slices.Contains(want, e.Name()) {
+				t.Errorf("testdata/golden/%s renders from no pass of testdata/policy.yaml: remove it", e.Name())
+			}
+		}
+	})
+}
+
+// archive is the archive statements of p, for a pass with archive_to; nil otherwise.
+func archive(p policy.Pass, k Kind) *Archive {
+	if p.ArchiveTo == "" {
+		return nil
+	}
+	a := BuildArchive(p, k, goldenColumns)
+	return &a
+}
+
+// firstDifference returns the first line at which a and b differ, and false; true when equal.
+func firstDifference(a, b string) (int, bool) {
+	if a == b {
+		return 0, true
+	}
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(al), len(bl)) {
+		if i >= len(al) || i >= len(bl) || al[i] != bl[i] {
+			return i, false
+		}
+	}
+	return 0, false
+}
+
+func lineAt(s string, i int) string {
+	lines := strings.Split(s, "\n")
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "(end of file)"
+}

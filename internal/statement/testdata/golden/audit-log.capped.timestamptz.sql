@@ -1,0 +1,74 @@
+-- sweep audit-log, pass capped: table audit.log, age column occurred_at (timestamptz), mode batched
+
+-- access path survey: the eligible rows, as the planner estimates them
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT 1 FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz;
+
+-- access path survey: every row, as the planner estimates them
+SELECT 1 FROM "audit"."log" AS t;
+
+-- batch, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT $2))
+     AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz
+  RETURNING t."occurred_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz AND t."occurred_at" >= $3 ORDER BY t."occurred_at" LIMIT $2))
+     AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz
+  RETURNING t."occurred_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch, heap path, capped by max_rows
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)'), $4 rows max_rows leaves
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "audit"."log" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz LIMIT $4))
+     AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz
+  RETURNING t."occurred_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz
+  RETURNING t."occurred_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz AND t."occurred_at" >= $3 ORDER BY t."occurred_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz
+  RETURNING t."occurred_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, heap path, capped by max_rows
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)'), $4 rows max_rows leaves
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "audit"."log" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz LIMIT $4 FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz
+  RETURNING t."occurred_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- dry run: the exact count
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT count(*) FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz;
+
+-- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT $2;

@@ -1,0 +1,84 @@
+-- sweep audit-log, pass operational: table audit.log, age column occurred_at (date), mode batched
+
+-- access path survey: the eligible rows, as the planner estimates them
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT 1 FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date;
+
+-- access path survey: every row, as the planner estimates them
+SELECT 1 FROM "audit"."log" AS t;
+
+-- batch, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date ORDER BY t."occurred_at" LIMIT $2))
+     AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date AND t."occurred_at" >= $3 ORDER BY t."occurred_at" LIMIT $2))
+     AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date ORDER BY t."occurred_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date AND t."occurred_at" >= $3 ORDER BY t."occurred_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "audit"."log" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- dry run: the exact count
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT count(*) FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date;
+
+-- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')::date ORDER BY t."occurred_at" LIMIT $2;

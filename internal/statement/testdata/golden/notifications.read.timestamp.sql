@@ -1,0 +1,91 @@
+-- sweep notifications, pass read: table notifications, age column read_at (timestamp), mode batched
+
+-- access path survey: the eligible rows, as the planner estimates them
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT 1 FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds');
+
+-- access path survey: every row, as the planner estimates them
+SELECT 1 FROM "notifications" AS t;
+
+-- batch, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "notifications" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds') ORDER BY t."read_at" LIMIT $2))
+     AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "notifications" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds') AND t."read_at" >= $3 ORDER BY t."read_at" LIMIT $2))
+     AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+WITH deleted AS (
+  DELETE FROM "notifications" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "notifications" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds') ORDER BY t."read_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "notifications" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds') AND t."read_at" >= $3 ORDER BY t."read_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+WITH deleted AS (
+  DELETE FROM "notifications" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "notifications" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds') FOR UPDATE SKIP LOCKED))
+     AND t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- dry run: the exact count
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+WITH p AS MATERIALIZED (SELECT t."id" AS r0 FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds'))
+SELECT (SELECT count(*) FROM p), (SELECT count(*) FROM "notification_deliveries" AS c WHERE c."notification_id" IN (SELECT r0 FROM p));
+
+-- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds') ORDER BY t."read_at" LIMIT $2;

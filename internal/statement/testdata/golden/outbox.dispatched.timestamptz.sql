@@ -1,0 +1,69 @@
+-- sweep outbox, pass dispatched: table outbox_events, age column dispatched_at (timestamptz), mode batched
+
+-- access path survey: the eligible rows, as the planner estimates them
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT 1 FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+
+-- access path survey: every row, as the planner estimates them
+SELECT 1 FROM "outbox_events" AS t;
+
+-- batch, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "outbox_events" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) ORDER BY t."dispatched_at" LIMIT $2))
+     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
+  RETURNING t."dispatched_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "outbox_events" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) AND t."dispatched_at" >= $3 ORDER BY t."dispatched_at" LIMIT $2))
+     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
+  RETURNING t."dispatched_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+  DELETE FROM "outbox_events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+
+-- batch retried after a held row lock, skipping held rows, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "outbox_events" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) ORDER BY t."dispatched_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
+  RETURNING t."dispatched_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "outbox_events" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) AND t."dispatched_at" >= $3 ORDER BY t."dispatched_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
+  RETURNING t."dispatched_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+WITH deleted AS (
+  DELETE FROM "outbox_events" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "outbox_events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) FOR UPDATE SKIP LOCKED))
+     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
+  RETURNING t."dispatched_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- dry run: the exact count
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT count(*) FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+
+-- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < $1::timestamptz ORDER BY t."dispatched_at" LIMIT $2;

@@ -1,0 +1,20 @@
+-- sweep sessions, pass expired: table sessions, age column expires_at (date), mode single
+
+-- delete every eligible row, in one statement
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+WITH deleted AS (
+  DELETE FROM "sessions" AS t WHERE t."expires_at" < ((($1::timestamptz + interval '0 seconds') AT TIME ZONE 'UTC') - interval '0 seconds')::date
+  RETURNING 1 AS one)
+SELECT count(*) FROM deleted;
+
+-- dry run: the exact count
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT count(*) FROM "sessions" AS t WHERE t."expires_at" < ((($1::timestamptz + interval '0 seconds') AT TIME ZONE 'UTC') - interval '0 seconds')::date;
+
+-- dry run: the eligible rows, as the planner estimates them
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT 1 FROM "sessions" AS t WHERE t."expires_at" < ((($1::timestamptz + interval '0 seconds') AT TIME ZONE 'UTC') - interval '0 seconds')::date;
+
+-- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT t.ctid FROM "sessions" AS t WHERE t."expires_at" < ((($1::timestamptz + interval '0 seconds') AT TIME ZONE 'UTC') - interval '0 seconds')::date AND $2::int > 0;
