@@ -6,6 +6,7 @@
 //	api seed-demo --rows N            create the demo reference schema when missing, fill an empty
 //	                                  one with demo data (never under APP_ENV=production)
 //	api policy check [file]           validate a sweep policy file against the database
+//	api policy sql [file]             print the statements each pass runs, rendered for the database
 //	api grants [--role NAME] [file]   print the least privileges the API's role needs
 package main
 
@@ -74,7 +75,7 @@ func dispatch(ctx context.Context, args []string, environ map[string]string, std
 	case "grants":
 		return grants(rest, environ, stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] [--demo] | seed-demo --rows N [--if-empty | --force] | policy check [file] | grants [--role NAME] [file]]")
+		fmt.Fprintln(stdout, "usage: api [serve | migrate [up|status] [--demo] | seed-demo --rows N [--if-empty | --force] | policy check|sql [file] | grants [--role NAME] [file]]")
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (want serve, migrate, seed-demo, policy or grants)", cmd)

@@ -19,7 +19,7 @@ import (
 // unreachable database should fail, not hang.
 const policyCheckTimeout = 2 * time.Minute
 
-const policyUsage = "usage: api policy check [file]  (no file: SWEEP_POLICY_FILE, else the bundled catalog.yaml)"
+const policyUsage = "usage: api policy check [file] | api policy sql [file]  (no file: SWEEP_POLICY_FILE, else the bundled catalog.yaml)"
 
 // policyCmd runs `api policy check [file]`, for an operator's CI and by hand: it loads the policy
 // file and checks it as serve would at boot, statically and then against the live schema at
@@ -29,7 +29,7 @@ const policyUsage = "usage: api policy check [file]  (no file: SWEEP_POLICY_FILE
 // Like serve, it also wants sweeprail's own schema in place (api migrate up): a database without
 // the lease table fails the check.
 func policyCmd(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "check" {
+	if len(args) == 0 || args[0] != "check" && args[0] != "sql" {
 		return fmt.Errorf("policy: want a subcommand\n%s", policyUsage)
 	}
 	sub, args := args[0], args[1:]
@@ -40,6 +40,9 @@ func policyCmd(ctx context.Context, args []string, environ map[string]string, st
 	path := environ["SWEEP_POLICY_FILE"]
 	if len(args) == 1 {
 		path = args[0]
+	}
+	if sub == "sql" {
+		return policySQL(ctx, path, environ, stdout, stderr)
 	}
 	pol, err := policy.LoadFile(path)
 	if err != nil {
