@@ -41,7 +41,7 @@ func demoRows(t *testing.T, pool *pgxpool.Pool) int64 {
 	return total
 }
 
-// TestSeedDemoRefuses (issue 15, row 1): seed-demo planted fake but real-looking rows in a
+// TestSeedDemoRefuses: seed-demo planted fake but real-looking rows in a
 // populated production database. It now refuses APP_ENV=production outright, whatever the flags,
 // and a database where any table it writes holds rows unless --force.
 func TestSeedDemoRefuses(t *testing.T) {
@@ -114,7 +114,7 @@ VALUES ('order', 'o-1', 'order.paid', '{}')`); err != nil {
 }
 
 // Connection strings whose password pgx's own masking leaks, in whole or in part, when it quotes
-// them in a parse error (issue 15, row 10), and ones that parse but cannot connect.
+// them in a parse error, and ones that parse but cannot connect.
 var secretDSNs = []struct {
 	dsn    string
 	secret []string
@@ -213,7 +213,7 @@ func holdDryRuns(t *testing.T, s *served, pool *pgxpool.Pool, n int) (release fu
 	return release
 }
 
-// TestReadyzWhileDryRunsHoldThePool (issue 15, row 6): dry runs holding every connection of the
+// TestReadyzWhileDryRunsHoldThePool: dry runs holding every connection of the
 // sweeps' pool (pool_max_conns=2, MAX_CONCURRENT_DRY_RUNS=2) neither let a third in (429) nor
 // reach /readyz, which answers from its own pool. Readiness used to answer 503
 // database_unreachable, and Kubernetes would pull a healthy pod.
@@ -244,7 +244,7 @@ func TestReadyzWhileDryRunsHoldThePool(t *testing.T) {
 	}
 }
 
-// TestServeResetsSessions (issue 15, row 3, by another route than a policy condition): a trigger
+// TestServeResetsSessions (by another route than a policy condition): a trigger
 // on a swept table sets default_transaction_read_only for the session; with one pooled
 // connection, every later sweep would run on that session and fail 25006. Each connection is
 // reset on release, so the next sweep runs.

@@ -100,7 +100,7 @@ func text(t *testing.T, q interface {
 	return s
 }
 
-// TestResetOnRelease (issue 15, row 3, and the other routes to it): whatever session state one
+// TestResetOnRelease (every route to it): whatever session state one
 // holder of a pooled connection leaves, the next holder of that same connection (same backend
 // pid: reset, not replaced) finds the session as it was. Row 3 was a policy condition calling
 // set_config(…, false) in a dry run: every later sweep on that connection failed 25006.

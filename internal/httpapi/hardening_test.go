@@ -16,7 +16,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/signing"
 )
 
-// TestInternalSignatureFirst (issue 15, row 7): every request under /internal meets the signature
+// TestInternalSignatureFirst: every request under /internal meets the signature
 // check before the router, whatever its method or path. An unknown method (FOO, a lower-case
 // post) used to get chi's 405 with an Allow header, naming the route, without a signature.
 func TestInternalSignatureFirst(t *testing.T) {
@@ -66,7 +66,7 @@ func TestInternalSignatureFirst(t *testing.T) {
 	}
 }
 
-// TestSweepQueryRefused (issue 15, row 5): a query string on a sweep route is refused after the
+// TestSweepQueryRefused: a query string on a sweep route is refused after the
 // signature passes. ?dryRun=true, signed with its query, used to run the sweep for real.
 func TestSweepQueryRefused(t *testing.T) {
 	h := newHarness(t)
@@ -152,7 +152,7 @@ func sendStalled(t *testing.T, h *harness, r rawRequest) (resp *http.Response, b
 	return resp, body, took, errors.Is(err, io.EOF)
 }
 
-// TestHeaderBeforeBody (issue 15, row 8): a request whose signature header is missing, malformed
+// TestHeaderBeforeBody: a request whose signature header is missing, malformed
 // or stale is refused before its body is read, and its connection is closed rather than drained,
 // so a client sending its body a byte at a time holds nothing. Each such connection used to be
 // held for the whole write timeout.
@@ -227,7 +227,7 @@ func TestBodyDeadline(t *testing.T) {
 	}
 }
 
-// TestDryRunsBounded (issue 15, row 6): at most maxDryRuns dry runs count at once; the next
+// TestDryRunsBounded: at most maxDryRuns dry runs count at once; the next
 // answers 429 busy with Retry-After at once instead of queueing for a connection; a run is not
 // a dry run and is not refused; the slots come back when the counts end. The counts are held on
 // a lock the test takes, and waited for through pg_blocking_pids, not with sleeps.

@@ -4,7 +4,7 @@
 // them; and any secret the process holds, wherever it appears verbatim.
 //
 // pgx masks passwords in its own parse errors on a best-effort basis that misses the spaced and
-// escaped keyword forms libpq accepts (issue 15, row 10), so this package does not rely on it.
+// escaped keyword forms libpq accepts, so this package does not rely on it.
 package redact
 
 import (

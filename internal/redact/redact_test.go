@@ -70,7 +70,7 @@ func TestText(t *testing.T) {
 	})
 }
 
-// TestRedactorOnPgxErrors (issue 15, row 10): the error pgx makes of a connection string it cannot
+// TestRedactorOnPgxErrors: the error pgx makes of a connection string it cannot
 // parse quotes it, masked by pgx on a best-effort basis that leaves the spaced form whole and the
 // tail of an escaped or quoted value; a Redactor that knows the connection string masks all of it.
 func TestRedactorOnPgxErrors(t *testing.T) {
