@@ -49,20 +49,19 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## bench: the rail side by side with a monolithic DELETE and ordered batches, then the replica-lag
-## run (a streaming standby, healthy and slowed; BENCH_REPLICA=0 leaves it out, =only runs it
-## alone), then each access path on a dense, a sparse, a job-queue and a locked table
-## (BENCH_PATHS=0 leaves it out, =only runs it alone), on its own PostgreSQL with fsync on; writes
-## docs/BENCHMARKS.md. BENCH_ROWS=N sizes the tables (default 1000000), BENCH_SPARSE_ROWS the
-## paths run's sparse one (5000000); BENCH_SCALE=1 runs the 1M/5M scale run instead;
-## BENCH_PARTITIONS=1 the partitions run (10M rows, BENCH_PARTITION_ROWS; installs pg_partman when
-## missing); BENCH_CROSSOVER=1 the access paths' crossover. The cluster is stopped at the end.
+## bench: on its own PostgreSQL with fsync on, bin/sweepbench's side-by-side run (the rail against a
+## monolithic DELETE and ordered batches), its replica run (a streaming standby, healthy and slowed)
+## and its paths run (each access path on a dense, a sparse, a job-queue and a locked table), each
+## writing docs/bench/<run>.md. RUNS picks others: make bench RUNS="crossover scale partitions
+## archive" (partitions installs pg_partman when missing). Flags such as -rows: run bin/sweepbench
+## <run> -h against a cluster of your own (docs/BENCHMARKS.md). The cluster is stopped at the end.
+bench: RUNS ?= side-by-side replica paths
 bench:
 	@mkdir -p bin; $(GO) build -o bin/ ./cmd/...; \
-	if [ "$${BENCH_PARTITIONS:-0}" = 1 ]; then scripts/pg ensure-ext partman; fi; \
+	if [[ " $(RUNS) " == *" partitions "* ]]; then scripts/pg ensure-ext partman; fi; \
 	export PG_DIR="$(CURDIR)/.tmp/pg-bench" PG_FSYNC=on; \
 	url=$$(scripts/pg start); trap 'scripts/pg stop' EXIT; \
-	BENCH_DATABASE_URL="$$url" bin/sweepbench; \
+	for r in $(RUNS); do bin/sweepbench "$$r" -database-url "$$url"; done; \
 	echo "make bench: done in $${SECONDS}s"
 
 pg-start:

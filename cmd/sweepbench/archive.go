@@ -12,7 +12,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
-// The archive run (BENCH_ARCHIVE=1): what archive_to costs against a plain delete of the same
+// The archive run (sweepbench archive): what archive_to costs against a plain delete of the same
 // rows. Three contestants, each on a fresh copy of the seeded notifications table, swept by the
 // engine in-process with every batch at BATCH_SIZE, so that batch durations compare directly:
 //
@@ -185,11 +185,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 func renderArchive(m machine, s settings, r archiveResult) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", archiveMarker)
-	env := "BENCH_ARCHIVE=1"
-	if r.rows != 1_000_000 {
-		env += fmt.Sprintf(" BENCH_ROWS=%d", r.rows)
-	}
-	header(&w, "Archive: archive_to against a plain delete", m, s, env, r.elapsed)
+	header(&w, "Archive: archive_to against a plain delete", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible; each contestant on a fresh copy, swept by the engine in-process with every batch at BATCH_SIZE=%d, "+
 		"no foreground; %d rounds, medians. The archive is keyed like the swept table (`PRIMARY KEY (id)`) and adds an `archived_at` default. "+
 		"The foreign archive is a postgres_fdw foreign table (batch_size %d) over a table in another database of the same cluster, over loopback TCP: "+
@@ -237,4 +233,13 @@ func renderArchive(m machine, s settings, r archiveResult) string {
 	fmt.Fprintf(&w, "Other tenants of the machine took up to %.0f%% of it during a contestant (above %.0f%%, the side-by-side run would call a round disturbed).\n\n", 100*others, 100*maxForeign)
 	fmt.Fprintf(&w, "<!-- %s:end -->", archiveMarker)
 	return w.String()
+}
+
+func (b *bench) archiveReport(ctx context.Context) (string, error) {
+	res, err := b.archiveRun(ctx)
+	if err != nil {
+		return "", err
+	}
+	res.elapsed = time.Since(b.began)
+	return renderArchive(b.machine, b.s, res), nil
 }

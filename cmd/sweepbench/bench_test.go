@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -126,46 +127,47 @@ func TestSpliceSection(t *testing.T) {
 	}
 }
 
+// parse reads a command line as main does, with DATABASE_URL set.
+func parse(args ...string) (settings, error) {
+	return parseArgs(args, []string{"DATABASE_URL=postgres://x/postgres"}, io.Discard)
+}
+
 func TestLoadSettings(t *testing.T) {
-	base := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
-	with := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range base {
-			m[k] = v
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	s, err := loadSettings(base)
-	if err != nil || s.rows != 1_000_000 || s.rounds != 3 || s.scale || s.binDir != "bin" || s.out != "docs/BENCHMARKS.md" {
+	s, err := parse("side-by-side")
+	if err != nil || s.rows != 1_000_000 || s.rounds != 3 || s.run != "side-by-side" || s.binDir != "bin" ||
+		s.out != "docs/BENCHMARKS.md" || s.databaseURL != "postgres://x/postgres" {
 		t.Fatalf("defaults: %+v, %v", s, err)
 	}
-	s, err = loadSettings(with("BENCH_ROWS", "200000", "BENCH_SCALE", "1", "BENCH_VARIANT_ENV", "BATCH_TARGET=20ms  BATCH_PAUSE=0s"))
-	if err != nil || s.rows != 200_000 || !s.scale || len(s.variantEnv) != 2 || s.variantEnv[1] != "BATCH_PAUSE=0s" {
+	s, err = parse("side-by-side", "-rows", "200000", "-variant-env", "BATCH_TARGET=20ms  BATCH_PAUSE=0s")
+	if err != nil || s.rows != 200_000 || len(s.variantEnv) != 2 || s.variantEnv[1] != "BATCH_PAUSE=0s" {
 		t.Fatalf("overrides: %+v, %v", s, err)
 	}
-	s, err = loadSettings(with("BENCH_ARCHIVE", "1"))
-	if err != nil || !s.archive || s.scale || s.rows != 1_000_000 {
+	if s, err = parse("scale"); err != nil || s.run != "scale" {
+		t.Fatalf("scale: %+v, %v", s, err)
+	}
+	s, err = parse("archive")
+	if err != nil || s.run != "archive" || s.rows != 1_000_000 {
 		t.Fatalf("archive: %+v, %v", s, err)
 	}
-	if s, err = loadSettings(with("BENCH_ARCHIVE", "1", "BENCH_ROWS", "50000")); err != nil || s.rows != 50_000 {
+	if s, err = parse("archive", "-rows", "50000"); err != nil || s.rows != 50_000 {
 		t.Fatalf("archive with rows: %+v, %v", s, err)
 	}
-	for _, bad := range []map[string]string{
+	if _, err := parseArgs([]string{"side-by-side"}, nil, io.Discard); err == nil {
+		t.Error("no database URL: accepted")
+	}
+	for _, bad := range [][]string{
 		{},
-		with("BENCH_ARCHIVE", "yes"),
-		with("BENCH_ARCHIVE", "1", "BENCH_SCALE", "1"),
-		with("BENCH_ROWS", "1e6"),
-		with("BENCH_ROWS", "100"),
-		with("BENCH_SCALE", "yes"),
-		with("BENCH_ROUNDS", "0"),
-		with("BENCH_VARIANT_ENV", "BATCH_TARGET"),
-		with("BENCH_OUT", ""),
+		{"archive", "yes"},
+		{"archive", "scale"},
+		{"side-by-side", "-rows", "1e6"},
+		{"side-by-side", "-rows", "100"},
+		{"scale", "-rows", "200000"},
+		{"side-by-side", "-rounds", "0"},
+		{"side-by-side", "-variant-env", "BATCH_TARGET"},
+		{"side-by-side", "-out", ""},
 	} {
-		if _, err := loadSettings(bad); err == nil {
-			t.Errorf("loadSettings(%v) accepted it", bad)
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("parse(%q) accepted it", bad)
 		}
 	}
 }

@@ -31,7 +31,7 @@ type bench struct {
 func newBench(ctx context.Context, s settings, logw io.Writer) (*bench, error) {
 	base, err := url.Parse(s.databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("BENCH_DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("-database-url: %w", err)
 	}
 	for _, bin := range []string{"api", "sweepcron"} {
 		if _, err := os.Stat(filepath.Join(s.binDir, bin)); err != nil {

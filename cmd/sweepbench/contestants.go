@@ -190,7 +190,7 @@ const (
 	// round is called disturbed: 15% is a third of a core on two, well above what the kernel's
 	// own I/O threads take for the bench on a quiet machine (0–2%).
 	maxForeign = 0.15
-	// maxRoundsFactor caps the rounds at this many times BENCH_ROUNDS.
+	// maxRoundsFactor caps the rounds at this many times -rounds.
 	maxRoundsFactor = 3
 	// roundsBudget stops adding rounds after this long, so that make bench stays under ten
 	// minutes at the default size even on a busy machine.

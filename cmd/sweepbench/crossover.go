@@ -12,7 +12,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
-// The crossover run (BENCH_CROSSOVER=1): the heap path against the index path over the eligible
+// The crossover run (sweepbench crossover): the heap path against the index path over the eligible
 // share, in-process, without foreground, each on a fresh copy: the measurement behind the engine's
 // heapShare. One table holds two age columns over the same rows: ordered_at follows the heap (an
 // append-mostly table's age: the eligible rows are the oldest blocks), scattered_at is a hash of
@@ -195,11 +195,7 @@ func medianElapsed(os []outcome) time.Duration {
 func renderCrossover(m machine, s settings, r crossoverResult) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", crossoverMarker)
-	env := "BENCH_CROSSOVER=1"
-	if r.rows != 1_000_000 {
-		env += fmt.Sprintf(" BENCH_ROWS=%d", r.rows)
-	}
-	header(&w, "The access path's crossover", m, s, env, r.elapsed)
+	header(&w, "The access path's crossover", m, s, r.elapsed)
 	fmt.Fprintf(&w, "One table of %s rows (notifications' width) with two indexed age columns; for each eligible share, a pass whose "+
 		"retention makes exactly that share eligible is swept by the engine in-process (API defaults, adaptive batches, no foreground) "+
 		"on each path forced, each on a fresh copy; %d rounds, medians of each round's ratio. \"auto\" is the path the engine chooses "+
@@ -236,4 +232,12 @@ func renderCrossover(m machine, s settings, r crossoverResult) string {
 	}
 	fmt.Fprintf(&w, "<!-- %s:end -->", crossoverMarker)
 	return w.String()
+}
+
+func (b *bench) crossoverReport(ctx context.Context) (string, error) {
+	res, err := b.crossoverRun(ctx)
+	if err != nil {
+		return "", err
+	}
+	return renderCrossover(b.machine, b.s, res), nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +15,7 @@ import (
 )
 
 // The partitions run (issue 17): retention by dropping whole partitions. One table, `events`,
-// BENCH_PARTITION_ROWS rows spread evenly over 100 daily partitions (UTC days) that end at
+// -rows rows spread evenly over 100 daily partitions (UTC days) that end at
 // today's UTC midnight, managed by pg_partman (premade partitions ahead, its retention off in the
 // template); with a 30-day retention, 70 partitions lie wholly past the cutoff and one straddles
 // it. Every contestant gets a fresh copy, no foreground, and must leave exactly what an oracle
@@ -185,36 +184,6 @@ func (r partRule) keptFrom(cutoff time.Time) time.Time {
 	return day
 }
 
-// loadRunSettings reads the variables of the replica-lag and partitions runs.
-func loadRunSettings(environ map[string]string, s *settings) error {
-	switch v, ok := environ["BENCH_REPLICA"]; {
-	case !ok || v == "" || v == replicaOn:
-		s.replica = replicaOn
-	case v == replicaOff || v == replicaOnly:
-		s.replica = v
-	default:
-		return fmt.Errorf("BENCH_REPLICA=%q: want 1, 0 or only", v)
-	}
-	switch v := environ["BENCH_PARTITIONS"]; v {
-	case "", "0":
-	case "1":
-		s.partitions = true
-	default:
-		return fmt.Errorf("BENCH_PARTITIONS=%q: want 0 or 1", v)
-	}
-	if v, ok := environ["BENCH_PARTITION_ROWS"]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < partMinRows || n > 100_000_000 {
-			return fmt.Errorf("BENCH_PARTITION_ROWS=%q: want a whole number within %d..100000000", v, partMinRows)
-		}
-		s.partitionRows = n
-	}
-	if s.scale && s.partitions {
-		return errors.New("BENCH_SCALE=1 and BENCH_PARTITIONS=1: each replaces the side-by-side run; set one")
-	}
-	return nil
-}
-
 // partitionTemplate builds the partitions run's template: sweeprail's own schema (the rail's
 // lease), the seeded table with an index on its age column (what the batched contestant needs,
 // and what such a table has), pg_partman managing it, and the lease log.
@@ -244,7 +213,7 @@ func (b *bench) partitionTemplate(ctx context.Context, rows int) (partTemplate, 
 	}
 	if avail == 0 {
 		return tpl, errors.New("pg_partman is not installed on the bench cluster's server: scripts/pg ensure-ext partman " +
-			"(make bench runs it when BENCH_PARTITIONS=1)")
+			"(make bench RUNS=partitions runs it)")
 	}
 	var now time.Time
 	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
@@ -380,7 +349,7 @@ func (b *bench) partContestants(policyFile string) []partContestant {
 func (b *bench) partitionsRun(ctx context.Context) (partitionsResult, error) {
 	var res partitionsResult
 	began := time.Now()
-	tpl, err := b.partitionTemplate(ctx, b.s.partitionRows)
+	tpl, err := b.partitionTemplate(ctx, b.s.rows)
 	if err != nil {
 		return res, err
 	}

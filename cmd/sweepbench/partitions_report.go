@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -99,15 +100,8 @@ func partByKey(as []partAcross, key string) partAcross {
 
 func renderPartitions(m machine, s settings, r partitionsResult) string {
 	var w strings.Builder
-	env := []string{"BENCH_PARTITIONS=1"}
-	if r.tpl.rows != 10_000_000 {
-		env = append(env, fmt.Sprintf("BENCH_PARTITION_ROWS=%d", r.tpl.rows))
-	}
-	if s.rounds != 3 {
-		env = append(env, fmt.Sprintf("BENCH_ROUNDS=%d", s.rounds))
-	}
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", partitionsMarker)
-	header(&w, "Partitions: retention by dropping whole partitions", m, s, strings.Join(env, " "), r.elapsed)
+	header(&w, "Partitions: retention by dropping whole partitions", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: `%s` (id, at, payload; primary key (id, at); an index on at), %s rows spread evenly over %d daily partitions (UTC days) ending at %s, "+
 		"%d more made empty by pg_partman %s, which manages the set (its retention off in the template)%s; seeded in %s. "+
 		"Retention 30 days: %d partitions lie wholly past the cutoff, one straddles it. Every contestant on a fresh copy, no foreground. "+
@@ -246,4 +240,18 @@ func defaultNote(has bool) string {
 		return ""
 	}
 	return ": the premade ones ahead of today and a default partition, with which the server refuses `DETACH … CONCURRENTLY`, so the rail detaches plainly under its lock timeout"
+}
+
+// partitionsReport writes the report even when a contestant was not exact, and then fails.
+func (b *bench) partitionsReport(ctx context.Context) (string, error) {
+	res, err := b.partitionsRun(ctx)
+	if err != nil {
+		return "", err
+	}
+	res.elapsed = time.Since(b.began)
+	out := renderPartitions(b.machine, b.s, res)
+	if bad := res.inexact(); len(bad) > 0 {
+		return out, fmt.Errorf("the partitions run's exactness check failed (the report says where):\n%s", strings.Join(bad, "\n"))
+	}
+	return out, nil
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,9 +16,9 @@ import (
 // The paths run: the engine's access paths on four tables, each path on each, with the
 // foreground around every contestant, in rounds.
 //
-//	dense   today's notifications (BENCH_ROWS, 80% eligible, heap in age order)
-//	sparse  notifications with 1% eligible, scattered (BENCH_SPARSE_ROWS)
-//	queue   River's river_job, its (state, finalized_at) index, a backlog of completed jobs (BENCH_ROWS)
+//	dense   today's notifications (-rows, 80% eligible, heap in age order)
+//	sparse  notifications with 1% eligible, scattered (-sparse-rows)
+//	queue   River's river_job, its (state, finalized_at) index, a backlog of completed jobs (-rows)
 //	locked  the dense table while a transaction holds row locks on lockedRows eligible rows
 //
 // On each: A and A′ (the monolithic DELETE, typed and with the cutoff bound; not on the locked
@@ -224,43 +222,4 @@ SELECT n.id FROM notifications n
 			holder.Close(context.Background()) // rolls the holder back
 		}, nil
 	}
-}
-
-// loadPathsSettings reads BENCH_PATHS, BENCH_SPARSE_ROWS and BENCH_CROSSOVER, after
-// loadRunSettings: "only" of BENCH_PATHS or BENCH_REPLICA leaves the other runs out.
-func loadPathsSettings(environ map[string]string, s *settings) error {
-	switch v := environ["BENCH_PATHS"]; v {
-	case "", "1":
-	case "0":
-		s.paths = false
-	case "only":
-		if s.replica == replicaOnly {
-			return errors.New("BENCH_PATHS=only and BENCH_REPLICA=only: set one")
-		}
-		s.sideBySide, s.replica = false, replicaOff
-	default:
-		return fmt.Errorf("BENCH_PATHS=%q: want 1, 0 or only", v)
-	}
-	if s.replica == replicaOnly {
-		s.sideBySide, s.paths = false, false
-	}
-	if v, ok := environ["BENCH_SPARSE_ROWS"]; ok {
-		n, err := strconv.Atoi(v)
-		// 1% of it is eligible: below 100,000 rows that is under a batch or two.
-		if err != nil || n < 100_000 || n > 100_000_000 {
-			return fmt.Errorf("BENCH_SPARSE_ROWS=%q: want a whole number within 100000..100000000", v)
-		}
-		s.sparseRows = n
-	}
-	switch v := environ["BENCH_CROSSOVER"]; v {
-	case "", "0":
-	case "1":
-		if s.scale || s.partitions || s.archive {
-			return errors.New("BENCH_CROSSOVER=1 with BENCH_SCALE, BENCH_PARTITIONS or BENCH_ARCHIVE: each replaces the side-by-side run; set one")
-		}
-		s.crossover = true
-	default:
-		return fmt.Errorf("BENCH_CROSSOVER=%q: want 0 or 1", v)
-	}
-	return nil
 }

@@ -38,40 +38,28 @@ func TestFullBatch(t *testing.T) {
 }
 
 func TestLoadPathsSettings(t *testing.T) {
-	base := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
-	s, err := loadSettings(base)
-	if err != nil || !s.sideBySide || !s.paths || s.crossover || s.sparseRows != 5_000_000 {
+	s, err := parse("paths")
+	if err != nil || s.run != "paths" || s.sparseRows != 5_000_000 || s.rows != 1_000_000 {
 		t.Fatalf("defaults: %+v, %v", s, err)
 	}
 	for _, tt := range []struct {
-		env                          map[string]string
-		sideBySide, paths, crossover bool
-		replica                      string
+		args []string
+		run  string
 	}{
-		{map[string]string{"BENCH_PATHS": "0"}, true, false, false, replicaOn},
-		// "only" of either run leaves the other runs out.
-		{map[string]string{"BENCH_PATHS": "only"}, false, true, false, replicaOff},
-		{map[string]string{"BENCH_REPLICA": "only"}, false, false, false, replicaOnly},
-		{map[string]string{"BENCH_REPLICA": "0", "BENCH_PATHS": "0"}, true, false, false, replicaOff},
-		{map[string]string{"BENCH_CROSSOVER": "1"}, true, true, true, replicaOn},
+		{[]string{"paths", "-sparse-rows", "1000000"}, "paths"},
+		{[]string{"replica"}, "replica"},
+		{[]string{"crossover"}, "crossover"},
 	} {
-		env := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
-		for k, v := range tt.env {
-			env[k] = v
-		}
-		s, err := loadSettings(env)
-		if err != nil || s.sideBySide != tt.sideBySide || s.paths != tt.paths || s.crossover != tt.crossover || s.replica != tt.replica {
-			t.Errorf("%v: %+v, %v", tt.env, s, err)
+		if s, err := parse(tt.args...); err != nil || s.run != tt.run {
+			t.Errorf("%q: %+v, %v", tt.args, s, err)
 		}
 	}
-	for _, bad := range []map[string]string{
-		{"BENCH_PATHS": "yes"}, {"BENCH_SPARSE_ROWS": "10"}, {"BENCH_SPARSE_ROWS": "5e6"}, {"BENCH_CROSSOVER": "on"},
-		{"BENCH_PATHS": "only", "BENCH_REPLICA": "only"}, {"BENCH_CROSSOVER": "1", "BENCH_SCALE": "1"},
-		{"BENCH_CROSSOVER": "1", "BENCH_PARTITIONS": "1"},
+	for _, bad := range [][]string{
+		{"paths", "yes"}, {"paths", "-sparse-rows", "10"}, {"paths", "-sparse-rows", "5e6"}, {"crossover", "-sparse-rows", "1000000"},
+		{"paths", "replica"}, {"crossover", "scale"}, {"crossover", "partitions"},
 	} {
-		bad["BENCH_DATABASE_URL"] = "postgres://x/postgres"
-		if _, err := loadSettings(bad); err == nil {
-			t.Errorf("loadSettings(%v) accepted it", bad)
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("parse(%q) accepted it", bad)
 		}
 	}
 }
@@ -97,7 +85,7 @@ func TestRenderPaths(t *testing.T) {
 		tables: []pathTable{{key: "dense", title: "dense", rows: 1000, eligible: 800}, {key: "locked", title: "locked", rows: 1000, eligible: 800, held: 8}},
 		rounds: map[string][]round{"dense": dense, "locked": locked},
 	}
-	got := renderPaths(machine{}, settings{rows: 1000, sparseRows: 5_000_000, rounds: 2, command: "make bench"}, r)
+	got := renderPaths(machine{}, settings{run: "paths", rows: 1000, sparseRows: 5_000_000, rounds: 2}, r)
 	for _, want := range []string{
 		"<!-- sweepbench:paths:begin", "<!-- sweepbench:paths:end -->",
 		// Round 1: 0.91 × A′, round 2: 0.60 × A′; the median of the two.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -8,24 +9,8 @@ import (
 
 func renderPaths(m machine, s settings, r pathsResult) string {
 	var w strings.Builder
-	var env []string
-	if s.sideBySide {
-		// The paths run came after the side-by-side one, in the same invocation.
-		env = append(env, "")
-	} else {
-		env = append(env, "BENCH_PATHS=only")
-	}
-	if s.rows != 1_000_000 {
-		env = append(env, fmt.Sprintf("BENCH_ROWS=%d", s.rows))
-	}
-	if s.sparseRows != 5_000_000 {
-		env = append(env, fmt.Sprintf("BENCH_SPARSE_ROWS=%d", s.sparseRows))
-	}
-	if s.rounds != 3 {
-		env = append(env, fmt.Sprintf("BENCH_ROUNDS=%d", s.rounds))
-	}
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", pathsMarker)
-	header(&w, "Access paths: each path on each table", m, s, strings.TrimSpace(strings.Join(env, " ")), r.elapsed)
+	header(&w, "Access paths: each path on each table", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Every contestant on a fresh copy of its table, with the foreground (%d workers × %.0f ops/s on notifications) around it; "+
 		"the idle baseline is taken once a round. C is the rail end to end, choosing its path; heap and index are the engine in-process "+
 		"with the API's default settings and that path forced (no HTTP, no process starts). A row's path is what the answers named. "+
@@ -133,4 +118,12 @@ func renderPaths(m machine, s settings, r pathsResult) string {
 	w.WriteString("\n")
 	fmt.Fprintf(&w, "<!-- %s:end -->", pathsMarker)
 	return w.String()
+}
+
+func (b *bench) pathsReport(ctx context.Context) (string, error) {
+	res, err := b.pathsRun(ctx)
+	if err != nil {
+		return "", err
+	}
+	return renderPaths(b.machine, b.s, res), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,18 +111,8 @@ func lagByKey(as []lagAcross, key string, slow bool) lagAcross {
 
 func renderReplica(m machine, s settings, r replicaResult) string {
 	var w strings.Builder
-	var env []string
-	if r.rows != 1_000_000 {
-		env = append(env, fmt.Sprintf("BENCH_ROWS=%d", r.rows))
-	}
-	if s.rounds != 3 {
-		env = append(env, fmt.Sprintf("BENCH_ROUNDS=%d", s.rounds))
-	}
-	if s.replica == replicaOnly {
-		env = append(env, "BENCH_REPLICA=only")
-	}
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", replicaMarker)
-	header(&w, "Replica lag: a streaming standby behind each drain", m, s, strings.Join(env, " "), r.elapsed)
+	header(&w, "Replica lag: a streaming standby behind each drain", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible, as in the side-by-side run; every contestant on a fresh copy, no foreground. "+
 		"Standby: PostgreSQL %s on loopback, made by `pg_basebackup -R`, the primary's fsync and shared_buffers, `wal_receiver_status_interval=%s`. "+
 		"**Healthy**: it replays as fast as it can. **Slow**: its replay is paused %s of every %s (`pg_wal_replay_pause()` / `_resume()`), "+
@@ -239,4 +230,13 @@ func writeLagTargets(w *strings.Builder, as []lagAcross) {
 	fmt.Fprintf(w, "| healthy standby: throttled rows/s ≥ %.1f × unthrottled (within noise; C's own rounds spread %.2f ×) | %.2f × | %s |\n",
 		targetThrottleNoise, ch.spread(), r, verdict(r >= targetThrottleNoise))
 	w.WriteString("\n")
+}
+
+func (b *bench) replicaReport(ctx context.Context) (string, error) {
+	res, err := b.replicaRun(ctx)
+	if err != nil {
+		return "", err
+	}
+	res.elapsed = time.Since(b.began)
+	return renderReplica(b.machine, b.s, res), nil
 }

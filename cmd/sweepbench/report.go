@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -40,13 +41,9 @@ func (m machine) String() string {
 		m.cores, m.cpu, m.memory, m.pgVersion, m.fsync, m.sharedBuffers, m.walBufs, m.goVersion)
 }
 
-func header(w *strings.Builder, title string, m machine, s settings, env string, elapsed time.Duration) {
+func header(w *strings.Builder, title string, m machine, s settings, elapsed time.Duration) {
 	fmt.Fprintf(w, "### %s\n\n", title)
-	cmd := s.command
-	if env != "" {
-		cmd = env + " " + cmd
-	}
-	fmt.Fprintf(w, "`%s`, run %s, took %s.  \n", cmd, time.Now().UTC().Format("2006-01-02 15:04 MST"), elapsed.Round(time.Second))
+	fmt.Fprintf(w, "`%s`, run %s, took %s.  \n", s.invocation(), time.Now().UTC().Format("2006-01-02 15:04 MST"), elapsed.Round(time.Second))
 	fmt.Fprintf(w, "Machine: %s.\n\n", m)
 }
 
@@ -156,21 +153,8 @@ func acrossByKey(as []across, key string) across {
 
 func renderSideBySide(m machine, s settings, r sideResult) string {
 	var w strings.Builder
-	var env []string
-	if r.rows != 1_000_000 {
-		env = append(env, fmt.Sprintf("BENCH_ROWS=%d", r.rows))
-	}
-	if s.rounds != 3 {
-		env = append(env, fmt.Sprintf("BENCH_ROUNDS=%d", s.rounds))
-	}
-	if len(s.variantEnv) > 0 {
-		env = append(env, fmt.Sprintf("BENCH_VARIANT_ENV='%s'", strings.Join(s.variantEnv, " ")))
-	}
-	if s.variantBin != "" {
-		env = append(env, "BENCH_VARIANT_BIN="+s.variantBin)
-	}
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", sideMarker)
-	header(&w, "Side by side", m, s, strings.Join(env, " "), r.elapsed)
+	header(&w, "Side by side", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible (%.1f%%); every contestant on a fresh copy of it. "+
 		"Foreground: %d workers × %.0f ops/s (insert, mark read), synchronous commit, latency from each operation's due time.\n\n",
 		fmtCount(int64(r.rows)), fmtCount(r.eligible), 100*float64(r.eligible)/float64(r.rows),
@@ -270,7 +254,7 @@ func writeTargets(w *strings.Builder, who string, c, a, a2, b across) {
 func renderScale(m machine, s settings, r scaleResult) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", scaleMarker)
-	header(&w, "Scale: per-batch cost at 1M and 5M rows", m, s, "BENCH_SCALE=1", r.elapsed)
+	header(&w, "Scale: per-batch cost at 1M and 5M rows", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Each size is seeded the same way (80%% eligible) and swept twice on fresh copies, without foreground: "+
 		"by the engine in-process with every batch at BATCH_SIZE=%d (so batch durations compare directly), and by the rail end to end "+
 		"(adaptive batches grow until they take BATCH_TARGET or reach the 20,000-row cap, at any size, so the comparable figure is the cost per row).\n\n", r.fixedSize)
@@ -351,4 +335,22 @@ func spliceSection(doc, marker, section string) string {
 		doc = "# Benchmarks\n"
 	}
 	return strings.TrimRight(doc, "\n") + "\n\n" + section + "\n"
+}
+
+func (b *bench) sideBySideReport(ctx context.Context) (string, error) {
+	res, err := b.sideBySide(ctx)
+	if err != nil {
+		return "", err
+	}
+	res.elapsed = time.Since(b.began)
+	return renderSideBySide(b.machine, b.s, res), nil
+}
+
+func (b *bench) scaleReport(ctx context.Context) (string, error) {
+	res, err := b.scaleRun(ctx)
+	if err != nil {
+		return "", err
+	}
+	res.elapsed = time.Since(b.began)
+	return renderScale(b.machine, b.s, res), nil
 }

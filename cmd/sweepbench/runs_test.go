@@ -44,7 +44,7 @@ func TestRuns(t *testing.T) {
 	bin := buildBinaries(t)
 	newTestBench := func(t *testing.T, s settings) *bench {
 		t.Helper()
-		s.databaseURL, s.binDir, s.out, s.command, s.roundsCap = cluster.URL, bin, "-", "make bench", 1
+		s.databaseURL, s.binDir, s.out, s.roundsCap = cluster.URL, bin, "-", 1
 		b, err := newBench(t.Context(), s, io.Discard)
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +54,7 @@ func TestRuns(t *testing.T) {
 	}
 
 	t.Run("replica", func(t *testing.T) {
-		b := newTestBench(t, settings{rows: 10_000, rounds: 1, replica: replicaOnly})
+		b := newTestBench(t, settings{run: "replica", rows: 10_000, rounds: 1})
 		res, err := b.replicaRun(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -95,7 +95,7 @@ func TestRuns(t *testing.T) {
 
 	t.Run("partitions", func(t *testing.T) {
 		requirePartman(t, cluster.URL)
-		b := newTestBench(t, settings{rounds: 1, partitions: true, partitionRows: partMinRows})
+		b := newTestBench(t, settings{run: "partitions", rows: partMinRows, rounds: 1})
 		res, err := b.partitionsRun(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func TestRuns(t *testing.T) {
 			}
 		}
 		out := renderPartitions(b.machine, b.s, res)
-		for _, want := range []string{"<!-- " + partitionsMarker + ":begin", "BENCH_PARTITION_ROWS=10000",
+		for _, want := range []string{"<!-- " + partitionsMarker + ":begin", "sweepbench partitions -rows 10000",
 			"| P | the rail, `mode: partitions`", "| K | pg_partman", "| target (issue 17) |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
@@ -132,7 +132,7 @@ func TestRuns(t *testing.T) {
 	})
 	t.Run("paths", func(t *testing.T) {
 		t.Chdir(filepath.Join("..", "..")) // the queue table's schema is River's, cmd/api/testdata/river.sql
-		b := newTestBench(t, settings{rows: 10_000, sparseRows: 100_000, rounds: 1, paths: true})
+		b := newTestBench(t, settings{run: "paths", rows: 10_000, sparseRows: 100_000, rounds: 1})
 		res, err := b.pathsRun(t.Context())
 		if err != nil {
 			t.Fatal(err) // a contestant that deleted other than the unheld eligible rows fails it
@@ -160,7 +160,7 @@ func TestRuns(t *testing.T) {
 		}
 		out := renderPaths(b.machine, b.s, res)
 		for _, want := range []string{"<!-- " + pathsMarker + ":begin", "<!-- " + pathsMarker + ":end -->",
-			"BENCH_PATHS=only BENCH_ROWS=10000 BENCH_SPARSE_ROWS=100000", "| target (issue 16), median of rounds |"} {
+			"sweepbench paths -rows 10000 -sparse-rows 100000", "| target (issue 16), median of rounds |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
@@ -168,7 +168,7 @@ func TestRuns(t *testing.T) {
 	})
 
 	t.Run("crossover", func(t *testing.T) {
-		b := newTestBench(t, settings{rows: 10_000, rounds: 1, crossover: true})
+		b := newTestBench(t, settings{run: "crossover", rows: 10_000, rounds: 1})
 		res, err := b.crossoverRun(t.Context())
 		if err != nil {
 			t.Fatal(err) // a path that deleted other than the eligible rows fails it
@@ -182,7 +182,7 @@ func TestRuns(t *testing.T) {
 			}
 		}
 		out := renderCrossover(b.machine, b.s, res)
-		for _, want := range []string{"<!-- " + crossoverMarker + ":begin", "BENCH_CROSSOVER=1 BENCH_ROWS=10000", "`scattered_at`"} {
+		for _, want := range []string{"<!-- " + crossoverMarker + ":begin", "sweepbench crossover -rows 10000", "`scattered_at`"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
@@ -214,43 +214,34 @@ func requirePartman(t *testing.T, u string) {
 }
 
 func TestLoadRunSettings(t *testing.T) {
-	base := map[string]string{"BENCH_DATABASE_URL": "postgres://x/postgres"}
-	with := func(kv ...string) map[string]string {
-		m := map[string]string{"BENCH_DATABASE_URL": base["BENCH_DATABASE_URL"]}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	s, err := loadSettings(base)
-	if err != nil || s.replica != replicaOn || s.partitions || s.partitionRows != 10_000_000 {
+	s, err := parse("partitions")
+	if err != nil || s.run != "partitions" || s.rows != 10_000_000 {
 		t.Fatalf("defaults: %+v, %v", s, err)
 	}
 	for _, tt := range []struct {
-		env           map[string]string
-		replica       string
-		partitions    bool
-		partitionRows int
+		args []string
+		run  string
+		rows int
 	}{
-		{with("BENCH_REPLICA", "0"), replicaOff, false, 10_000_000},
-		{with("BENCH_REPLICA", "only"), replicaOnly, false, 10_000_000},
-		{with("BENCH_REPLICA", ""), replicaOn, false, 10_000_000},
-		{with("BENCH_PARTITIONS", "1", "BENCH_PARTITION_ROWS", "200000"), replicaOn, true, 200_000},
+		{[]string{"side-by-side"}, "side-by-side", 1_000_000},
+		{[]string{"replica"}, "replica", 1_000_000},
+		{[]string{"replica", "-rows", "200000"}, "replica", 200_000},
+		{[]string{"partitions", "-rows", "200000"}, "partitions", 200_000},
 	} {
-		s, err := loadSettings(tt.env)
-		if err != nil || s.replica != tt.replica || s.partitions != tt.partitions || s.partitionRows != tt.partitionRows {
-			t.Errorf("loadSettings(%v) = replica %q, partitions %v, %d rows, %v", tt.env, s.replica, s.partitions, s.partitionRows, err)
+		s, err := parse(tt.args...)
+		if err != nil || s.run != tt.run || s.rows != tt.rows {
+			t.Errorf("parse(%q) = run %q, %d rows, %v", tt.args, s.run, s.rows, err)
 		}
 	}
-	for _, bad := range []map[string]string{
-		with("BENCH_REPLICA", "yes"),
-		with("BENCH_PARTITIONS", "true"),
-		with("BENCH_PARTITION_ROWS", "9999"),
-		with("BENCH_PARTITION_ROWS", "1e7"),
-		with("BENCH_PARTITIONS", "1", "BENCH_SCALE", "1"),
+	for _, bad := range [][]string{
+		{"replica", "yes"},
+		{"partitions", "true"},
+		{"partitions", "-rows", "9999"},
+		{"partitions", "-rows", "1e7"},
+		{"partitions", "scale"},
 	} {
-		if _, err := loadSettings(bad); err == nil {
-			t.Errorf("loadSettings(%v) accepted it", bad)
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("parse(%q) accepted it", bad)
 		}
 	}
 }

@@ -17,6 +17,12 @@ type scalePoint struct {
 	rail, fixed outcome
 }
 
+// The sizes of the scale run: its per-batch cost at 1M and at 5M rows.
+const (
+	scaleSmall = 1_000_000
+	scaleLarge = 5_000_000
+)
+
 type scaleResult struct {
 	fixedSize int
 	points    []scalePoint
