@@ -26,9 +26,6 @@ import (
 //
 // No foreground runs: the question is the engine's own cost per row.
 
-// archiveMarker delimits the archive run's section of docs/BENCHMARKS.md.
-const archiveMarker = "sweepbench:archive"
-
 // archiveColdDB is the database that plays the cold server.
 const archiveColdDB = "sweepbench_cold"
 
@@ -184,7 +181,6 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 
 func renderArchive(m machine, s settings, r archiveResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", archiveMarker)
 	header(&w, "Archive: archive_to against a plain delete", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible; each contestant on a fresh copy, swept by the engine in-process with every batch at BATCH_SIZE=%d, "+
 		"no foreground; %d rounds, medians. The archive is keyed like the swept table (`PRIMARY KEY (id)`) and adds an `archived_at` default. "+
@@ -231,7 +227,6 @@ func renderArchive(m machine, s settings, r archiveResult) string {
 	w.WriteString("\nTime, rows/s, the ratio (taken within each round) and WAL are medians over the rounds; batch percentiles and µs/row pool every batch of every round. " +
 		"WAL is cluster-wide: it includes the archive's inserts, local or in the cold database. ")
 	fmt.Fprintf(&w, "Other tenants of the machine took up to %.0f%% of it during a contestant (above %.0f%%, the side-by-side run would call a round disturbed).\n\n", 100*others, 100*maxForeign)
-	fmt.Fprintf(&w, "<!-- %s:end -->", archiveMarker)
 	return w.String()
 }
 

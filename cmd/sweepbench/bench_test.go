@@ -2,14 +2,15 @@ package main
 
 import (
 	"io"
-	"strings"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
 
 // The bench itself is measured by running it (make bench); these tests cover the parts whose
 // mistakes would silently skew a report: percentiles, the per-batch log parser, the CPU
-// accounting, the round filter and the report splicing.
+// accounting, the round filter and the report's file.
 
 func TestPercentile(t *testing.T) {
 	ms := func(vs ...int) []time.Duration {
@@ -109,21 +110,18 @@ func TestCountedRounds(t *testing.T) {
 	}
 }
 
-func TestSpliceSection(t *testing.T) {
-	section := "<!-- m:begin (written by cmd/sweepbench) -->\nnew table\n<!-- m:end -->"
-	doc := "# Benchmarks\n\nintro\n\n<!-- m:begin (written by cmd/sweepbench) -->\nold table\n<!-- m:end -->\n\n## Analysis\n\nkept\n"
-	got := spliceSection(doc, "m", section)
-	want := "# Benchmarks\n\nintro\n\n" + section + "\n\n## Analysis\n\nkept\n"
-	if got != want {
-		t.Errorf("replace:\n%s\nwant:\n%s", got, want)
+// TestWriteReport: a run's report is its file, written whole (an older one replaced, prose
+// and all), in a folder made for it.
+func TestWriteReport(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "docs", "bench", "paths.md")
+	for _, report := range []string{"# old\n\nold table\n", "# new\n\nnew table\n\n"} {
+		if err := writeReport(path, report); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Another section's markers are left alone.
-	other := "<!-- n:begin -->\nx\n<!-- n:end -->\n"
-	if got := spliceSection(other, "m", section); got != other+"\n"+section+"\n" {
-		t.Errorf("append:\n%q", got)
-	}
-	if got := spliceSection("", "m", section); !strings.HasPrefix(got, "# Benchmarks\n\n"+section) {
-		t.Errorf("new file:\n%q", got)
+	if got, err := os.ReadFile(path); err != nil || string(got) != "# new\n\nnew table\n" {
+		t.Errorf("the file holds %q (%v), want the new report alone", got, err)
 	}
 }
 
@@ -135,7 +133,7 @@ func parse(args ...string) (settings, error) {
 func TestLoadSettings(t *testing.T) {
 	s, err := parse("side-by-side")
 	if err != nil || s.rows != 1_000_000 || s.rounds != 3 || s.run != "side-by-side" || s.binDir != "bin" ||
-		s.out != "docs/BENCHMARKS.md" || s.databaseURL != "postgres://x/postgres" {
+		s.out != "docs/bench/side-by-side.md" || s.databaseURL != "postgres://x/postgres" {
 		t.Fatalf("defaults: %+v, %v", s, err)
 	}
 	s, err = parse("side-by-side", "-rows", "200000", "-variant-env", "BATCH_TARGET=20ms  BATCH_PAUSE=0s")

@@ -20,8 +20,6 @@ import (
 // either, with its retention set so that exactly the share is eligible, is swept once by each
 // path.
 
-const crossoverMarker = "sweepbench:crossover"
-
 // crossoverShares are the eligible shares measured.
 var crossoverShares = []float64{0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.8}
 
@@ -194,7 +192,6 @@ func medianElapsed(os []outcome) time.Duration {
 
 func renderCrossover(m machine, s settings, r crossoverResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", crossoverMarker)
 	header(&w, "The access path's crossover", m, s, r.elapsed)
 	fmt.Fprintf(&w, "One table of %s rows (notifications' width) with two indexed age columns; for each eligible share, a pass whose "+
 		"retention makes exactly that share eligible is swept by the engine in-process (API defaults, adaptive batches, no foreground) "+
@@ -230,7 +227,6 @@ func renderCrossover(m machine, s settings, r crossoverResult) string {
 		}
 		fmt.Fprintf(&w, "\nThe heap path is faster from **%s** eligible on.\n\n", crossover)
 	}
-	fmt.Fprintf(&w, "<!-- %s:end -->", crossoverMarker)
 	return w.String()
 }
 

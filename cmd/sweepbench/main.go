@@ -55,9 +55,7 @@ type runDef struct {
 	rows, minRows int
 	// rounds, sparse and variant say whether it takes -rounds, -sparse-rows and -variant-*.
 	rounds, sparse, variant bool
-	// marker names the run's section of the report.
-	marker  string
-	measure func(b *bench, ctx context.Context) (string, error)
+	measure                 func(b *bench, ctx context.Context) (string, error)
 }
 
 // Below 10,000 rows a batch of 1000 is a tenth of the table: nothing left to measure.
@@ -68,18 +66,18 @@ const minRows, maxRows = 10_000, 100_000_000
 func runDefs() []runDef {
 	return []runDef{
 		{name: "side-by-side", summary: "the rail against a monolithic DELETE and ordered batches, with a foreground workload",
-			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, marker: sideMarker, measure: (*bench).sideBySideReport},
+			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, measure: (*bench).sideBySideReport},
 		{name: "paths", summary: "each access path on a dense, a sparse, a job-queue and a locked table",
-			rows: 1_000_000, minRows: minRows, rounds: true, sparse: true, marker: pathsMarker, measure: (*bench).pathsReport},
+			rows: 1_000_000, minRows: minRows, rounds: true, sparse: true, measure: (*bench).pathsReport},
 		{name: "crossover", summary: "the heap path against the index path over the eligible share",
-			rows: 1_000_000, minRows: minRows, rounds: true, marker: crossoverMarker, measure: (*bench).crossoverReport},
-		{name: "scale", summary: "the rail's per-batch cost at 1M and at 5M rows", marker: scaleMarker, measure: (*bench).scaleReport},
+			rows: 1_000_000, minRows: minRows, rounds: true, measure: (*bench).crossoverReport},
+		{name: "scale", summary: "the rail's per-batch cost at 1M and at 5M rows", measure: (*bench).scaleReport},
 		{name: "partitions", summary: "dropping whole partitions: the rail against pg_partman (needs pg_partman)",
-			rows: 10_000_000, minRows: partMinRows, rounds: true, marker: partitionsMarker, measure: (*bench).partitionsReport},
+			rows: 10_000_000, minRows: partMinRows, rounds: true, measure: (*bench).partitionsReport},
 		{name: "archive", summary: "archive_to (a local table, a postgres_fdw foreign table) against a plain delete",
-			rows: 1_000_000, minRows: minRows, rounds: true, marker: archiveMarker, measure: (*bench).archiveReport},
+			rows: 1_000_000, minRows: minRows, rounds: true, measure: (*bench).archiveReport},
 		{name: "replica", summary: "how far behind each drain leaves a streaming standby, healthy and slowed",
-			rows: 1_000_000, minRows: minRows, rounds: true, marker: replicaMarker, measure: (*bench).replicaReport},
+			rows: 1_000_000, minRows: minRows, rounds: true, measure: (*bench).replicaReport},
 	}
 }
 
@@ -130,7 +128,7 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 	}
 	fs.StringVar(&s.databaseURL, "database-url", dbDefault, "the bench cluster's maintenance database (default $DATABASE_URL)")
 	fs.StringVar(&s.binDir, "bin", "bin", "the folder holding the api and sweepcron binaries")
-	fs.StringVar(&s.out, "out", filepath.Join("docs", "BENCHMARKS.md"), `the report whose section to update ("-": only print it)`)
+	fs.StringVar(&s.out, "out", filepath.Join("docs", "bench", def.name+".md"), `the report to write whole ("-": only print it)`)
 	if def.rows > 0 {
 		s.rows = def.rows
 		fs.Var(intRange{&s.rows, def.minRows, maxRows}, "rows", "rows seeded into the run's table")
@@ -245,7 +243,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout, report)
 	if s.out != "-" {
-		if werr := updateReport(s.out, def.marker, report); werr != nil {
+		if werr := writeReport(s.out, report); werr != nil {
 			return errors.Join(err, werr)
 		}
 		b.logf("wrote %s", s.out)

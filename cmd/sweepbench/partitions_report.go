@@ -7,9 +7,6 @@ import (
 	"time"
 )
 
-// partitionsMarker delimits the partitions run's section of docs/BENCHMARKS.md.
-const partitionsMarker = "sweepbench:partitions"
-
 // partAcross is one contestant over the counted rounds.
 type partAcross struct {
 	key, name string
@@ -100,14 +97,13 @@ func partByKey(as []partAcross, key string) partAcross {
 
 func renderPartitions(m machine, s settings, r partitionsResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", partitionsMarker)
 	header(&w, "Partitions: retention by dropping whole partitions", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: `%s` (id, at, payload; primary key (id, at); an index on at), %s rows spread evenly over %d daily partitions (UTC days) ending at %s, "+
 		"%d more made empty by pg_partman %s, which manages the set (its retention off in the template)%s; seeded in %s. "+
 		"Retention 30 days: %d partitions lie wholly past the cutoff, one straddles it. Every contestant on a fresh copy, no foreground. "+
 		"**Exactness**: after each contestant the bench counts what is left against an oracle counted on the template "+
 		"(the rows at or after the bound the contestant's rule keeps from the cutoff it applied: the rail's run's reference time, logged by a trigger on its lease, "+
-		"or pg_partman's transaction's `now()`, minus 30 days), the oldest row left, and the partitions gone; a difference is reported below in bold, and fails the bench after this section is written.\n\n",
+		"or pg_partman's transaction's `now()`, minus 30 days), the oldest row left, and the partitions gone; a difference is reported below in bold, and fails the bench after this report is written.\n\n",
 		partTable, fmtCount(r.tpl.rows), partDays, r.tpl.end.Format("2006-01-02"), r.tpl.partitions-partDays, r.partman,
 		defaultNote(r.tpl.hasDefault), r.seeded.Round(time.Second), partExpired)
 	switch clean := r.clean(); {
@@ -187,7 +183,6 @@ func renderPartitions(m machine, s settings, r partitionsResult) string {
 	}
 	w.WriteString("\n")
 	writePartitionTargets(&w, as)
-	fmt.Fprintf(&w, "<!-- %s:end -->", partitionsMarker)
 	return w.String()
 }
 

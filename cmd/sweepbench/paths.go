@@ -25,9 +25,6 @@ import (
 // table, where they would wait for the holder), C (the rail end to end, choosing its path), and
 // the engine in-process on each path forced (heap, index).
 
-// pathsMarker delimits the paths run's section of the report.
-const pathsMarker = "sweepbench:paths"
-
 // lockedRows is how many eligible rows the locked table's holder keeps locked, spread evenly over
 // the eligible rows: each should cost the batch that meets it one retry, skipping it.
 const lockedRows = 8

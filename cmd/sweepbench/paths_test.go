@@ -87,7 +87,7 @@ func TestRenderPaths(t *testing.T) {
 	}
 	got := renderPaths(machine{}, settings{run: "paths", rows: 1000, sparseRows: 5_000_000, rounds: 2}, r)
 	for _, want := range []string{
-		"<!-- sweepbench:paths:begin", "<!-- sweepbench:paths:end -->",
+		"<!-- Written by cmd/sweepbench (sweepbench paths)", "# Access paths: each path on each table",
 		// Round 1: 0.91 × A′, round 2: 0.60 × A′; the median of the two.
 		"| C rows/s ≥ 0.8 × A′'s | dense | 0.75 × | **MISS** |",
 		"| C: each held row lock costs at most one retried batch, never a batch-error | locked | 8 retries for 8 held rows, 0 batch-errors | **pass** |",

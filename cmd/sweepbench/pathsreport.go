@@ -9,7 +9,6 @@ import (
 
 func renderPaths(m machine, s settings, r pathsResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", pathsMarker)
 	header(&w, "Access paths: each path on each table", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Every contestant on a fresh copy of its table, with the foreground (%d workers × %.0f ops/s on notifications) around it; "+
 		"the idle baseline is taken once a round. C is the rail end to end, choosing its path; heap and index are the engine in-process "+
@@ -116,7 +115,6 @@ func renderPaths(m machine, s settings, r pathsResult) string {
 		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", v.target, v.table, v.measured, v.verdict)
 	}
 	w.WriteString("\n")
-	fmt.Fprintf(&w, "<!-- %s:end -->", pathsMarker)
 	return w.String()
 }
 

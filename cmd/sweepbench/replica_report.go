@@ -8,9 +8,6 @@ import (
 	"time"
 )
 
-// replicaMarker delimits the replica-lag run's section of docs/BENCHMARKS.md.
-const replicaMarker = "sweepbench:replica"
-
 // The targets of issue 20.
 const (
 	// targetThrottleNoise is how close the throttled rail's rate must stay to the unthrottled
@@ -111,7 +108,6 @@ func lagByKey(as []lagAcross, key string, slow bool) lagAcross {
 
 func renderReplica(m machine, s settings, r replicaResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", replicaMarker)
 	header(&w, "Replica lag: a streaming standby behind each drain", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible, as in the side-by-side run; every contestant on a fresh copy, no foreground. "+
 		"Standby: PostgreSQL %s on loopback, made by `pg_basebackup -R`, the primary's fsync and shared_buffers, `wal_receiver_status_interval=%s`. "+
@@ -185,7 +181,6 @@ func renderReplica(m machine, s settings, r replicaResult) string {
 	}
 	w.WriteString("\n")
 	writeLagTargets(&w, as)
-	fmt.Fprintf(&w, "<!-- %s:end -->", replicaMarker)
 	return w.String()
 }
 

@@ -2,20 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-)
-
-// The report's sections live between these markers in docs/BENCHMARKS.md: a run replaces its own
-// section and leaves the rest of the file (the analysis written by hand) alone.
-const (
-	sideMarker  = "sweepbench:side-by-side"
-	scaleMarker = "sweepbench:scale"
 )
 
 // The issue's targets.
@@ -42,7 +34,7 @@ func (m machine) String() string {
 }
 
 func header(w *strings.Builder, title string, m machine, s settings, elapsed time.Duration) {
-	fmt.Fprintf(w, "### %s\n\n", title)
+	fmt.Fprintf(w, "%s (sweepbench %s): rerun it rather than edit this file. -->\n# %s\n\n", generatedNote, s.run, title)
 	fmt.Fprintf(w, "`%s`, run %s, took %s.  \n", s.invocation(), time.Now().UTC().Format("2006-01-02 15:04 MST"), elapsed.Round(time.Second))
 	fmt.Fprintf(w, "Machine: %s.\n\n", m)
 }
@@ -153,7 +145,6 @@ func acrossByKey(as []across, key string) across {
 
 func renderSideBySide(m machine, s settings, r sideResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", sideMarker)
 	header(&w, "Side by side", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible (%.1f%%); every contestant on a fresh copy of it. "+
 		"Foreground: %d workers × %.0f ops/s (insert, mark read), synchronous commit, latency from each operation's due time.\n\n",
@@ -233,7 +224,6 @@ func renderSideBySide(m machine, s settings, r sideResult) string {
 	if c := acrossByKey(as, "C′"); len(c.rounds) > 0 {
 		writeTargets(&w, "C′ (for comparison: not what make bench promises)", c, a, a2, b)
 	}
-	fmt.Fprintf(&w, "<!-- %s:end -->", sideMarker)
 	return w.String()
 }
 
@@ -253,7 +243,6 @@ func writeTargets(w *strings.Builder, who string, c, a, a2, b across) {
 
 func renderScale(m machine, s settings, r scaleResult) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "<!-- %s:begin (written by cmd/sweepbench; edits inside are overwritten) -->\n", scaleMarker)
 	header(&w, "Scale: per-batch cost at 1M and 5M rows", m, s, r.elapsed)
 	fmt.Fprintf(&w, "Each size is seeded the same way (80%% eligible) and swept twice on fresh copies, without foreground: "+
 		"by the engine in-process with every batch at BATCH_SIZE=%d (so batch durations compare directly), and by the rail end to end "+
@@ -282,7 +271,6 @@ func renderScale(m machine, s settings, r scaleResult) string {
 			fmtDuration(maxDuration(large.rail.batchDurations())), verdict(maxDuration(large.rail.batchDurations()) <= targetMaxBatch))
 		w.WriteString("\n")
 	}
-	fmt.Fprintf(&w, "<!-- %s:end -->", scaleMarker)
 	return w.String()
 }
 
@@ -313,28 +301,16 @@ func perRowMedian(bs []batch) float64 {
 	return float64(percentile(per, 0.5)) / float64(time.Microsecond)
 }
 
-// updateReport replaces the section between marker's begin and end comments in path, or appends
-// it when the file has none; a missing file is created with a title.
-func updateReport(path, marker, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+// generatedNote opens every report: the file is the run's, written whole, and docs/BENCHMARKS.md
+// holds the prose about it.
+const generatedNote = "<!-- Written by cmd/sweepbench"
+
+// writeReport writes a run's report whole to path, making its folder.
+func writeReport(path, report string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(spliceSection(string(old), marker, section)), 0o644)
-}
-
-// spliceSection is updateReport's pure part.
-func spliceSection(doc, marker, section string) string {
-	begin, end := "<!-- "+marker+":begin", "<!-- "+marker+":end -->"
-	if i := strings.Index(doc, begin); i >= 0 {
-		if j := strings.Index(doc[i:], end); j >= 0 {
-			return doc[:i] + section + doc[i+j+len(end):]
-		}
-	}
-	if doc == "" {
-		doc = "# Benchmarks\n"
-	}
-	return strings.TrimRight(doc, "\n") + "\n\n" + section + "\n"
+	return os.WriteFile(path, []byte(strings.TrimRight(report, "\n")+"\n"), 0o644)
 }
 
 func (b *bench) sideBySideReport(ctx context.Context) (string, error) {

@@ -80,7 +80,7 @@ func TestRuns(t *testing.T) {
 			t.Errorf("contestants %q, want %q", got, want)
 		}
 		out := renderReplica(b.machine, b.s, res)
-		for _, want := range []string{"<!-- " + replicaMarker + ":begin", "<!-- " + replicaMarker + ":end -->",
+		for _, want := range []string{generatedNote + " (sweepbench replica)", "# Replica lag",
 			"| slow | T | the rail, `MAX_REPLICA_LAG=1s`", "| target (issue 20) |", "healthy standby: throttled rows/s"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
@@ -123,7 +123,7 @@ func TestRuns(t *testing.T) {
 			}
 		}
 		out := renderPartitions(b.machine, b.s, res)
-		for _, want := range []string{"<!-- " + partitionsMarker + ":begin", "sweepbench partitions -rows 10000",
+		for _, want := range []string{generatedNote + " (sweepbench partitions)", "sweepbench partitions -rows 10000",
 			"| P | the rail, `mode: partitions`", "| K | pg_partman", "| target (issue 17) |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
@@ -159,7 +159,7 @@ func TestRuns(t *testing.T) {
 			}
 		}
 		out := renderPaths(b.machine, b.s, res)
-		for _, want := range []string{"<!-- " + pathsMarker + ":begin", "<!-- " + pathsMarker + ":end -->",
+		for _, want := range []string{generatedNote + " (sweepbench paths)", "# Access paths",
 			"sweepbench paths -rows 10000 -sparse-rows 100000", "| target (issue 16), median of rounds |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
@@ -182,7 +182,7 @@ func TestRuns(t *testing.T) {
 			}
 		}
 		out := renderCrossover(b.machine, b.s, res)
-		for _, want := range []string{"<!-- " + crossoverMarker + ":begin", "sweepbench crossover -rows 10000", "`scattered_at`"} {
+		for _, want := range []string{generatedNote + " (sweepbench crossover)", "sweepbench crossover -rows 10000", "`scattered_at`"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
