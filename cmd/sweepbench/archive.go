@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,9 +45,7 @@ type archiveResult struct {
 	rows      int
 	eligible  int64
 	batchSize int
-	// rounds holds, per round, the outcome of each contestant in archiveContestants' order.
-	rounds  [][]outcome
-	elapsed time.Duration
+	rounds    rounds
 }
 
 // archiveContestants are the keys and names of the archive run's contestants, in order.
@@ -64,7 +61,7 @@ func (b *bench) archiveRun(ctx context.Context) (archiveResult, error) {
 		return archiveResult{}, err
 	}
 	res := archiveResult{rows: b.s.rows, batchSize: defaults.BatchSize}
-	tpl, eligible, err := b.template(ctx, b.s.rows)
+	tpl, eligible, err := b.template(ctx, dense, b.s.rows)
 	if err != nil {
 		return res, err
 	}
@@ -76,23 +73,16 @@ func (b *bench) archiveRun(ctx context.Context) (archiveResult, error) {
 		return res, fmt.Errorf("create %s: %w", archiveColdDB, err)
 	}
 	defer b.drop(context.WithoutCancel(ctx), archiveColdDB) //nolint:errcheck // best effort; the next run drops it too
+	var cs []contestant
+	for _, c := range archiveContestants {
+		cs = append(cs, contestant{key: c.key, db: "archive_" + c.key, name: c.name, setup: b.archiveSetup(defaults.BatchSize, c.key)})
+	}
 	for n := 1; n <= b.s.rounds; n++ {
-		var round []outcome
-		for _, c := range archiveContestants {
-			b.logf("archive round %d: %s", n, c.name)
-			o, err := b.measure(ctx, contestant{key: c.key, db: "archive_" + c.key, name: c.name,
-				setup: b.archiveSetup(defaults.BatchSize, c.key)}, tpl, false)
-			if err != nil {
-				return res, fmt.Errorf("archive round %d, %s: %w", n, c.key, err)
-			}
-			if o.deleted != eligible {
-				return res, fmt.Errorf("archive round %d, %s: deleted %d rows, but %d were eligible", n, c.key, o.deleted, eligible)
-			}
-			b.logf("archive round %d: %s: %d rows in %s (%.0f rows/s), %d batches, p50 %s", n, c.key, o.deleted,
-				o.elapsed.Round(time.Millisecond), o.rowsPerSec(), len(o.batches), fmtDuration(percentile(o.batchDurations(), 0.5)))
-			round = append(round, o)
+		rd := round{n: n}
+		if err := b.play(ctx, fmt.Sprintf("archive round %d", n), &rd, cs, tpl, probe{}, eligible); err != nil {
+			return res, err
 		}
-		res.rounds = append(res.rounds, round)
+		res.rounds = append(res.rounds, rd)
 	}
 	return res, b.drop(ctx, tpl)
 }
@@ -119,16 +109,11 @@ func (b *bench) archiveSetup(size int, key string) setupFunc {
 			pool.Close()
 			return nil, nil, fmt.Errorf("make the archive: %w", err)
 		}
-		var specs []policy.Spec
-		for _, s := range policy.Catalog() {
-			if s.Name == "notifications" {
-				for i := range s.Passes {
-					s.Passes[i].ArchiveTo = archive
-				}
-				specs = append(specs, s)
-			}
+		spec := catalogSpec("notifications")
+		for i := range spec.Passes {
+			spec.Passes[i].ArchiveTo = archive
 		}
-		engine, cleanup, err := b.engineSetupWith(specs, "notifications", "", fixedBatches(size))(ctx, dbURL)
+		engine, cleanup, err := b.engineSetup([]policy.Spec{spec}, "", fixedBatches(size))(ctx, dbURL)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
@@ -179,62 +164,31 @@ ALTER FOREIGN TABLE cold.notifications_archive ALTER COLUMN archived_at SET DEFA
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-func renderArchive(m machine, s settings, r archiveResult) string {
+func (b *bench) renderArchive(r archiveResult) string {
 	var w strings.Builder
-	header(&w, "Archive: archive_to against a plain delete", m, s, r.elapsed)
-	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible; each contestant on a fresh copy, swept by the engine in-process with every batch at BATCH_SIZE=%d, "+
-		"no foreground; %d rounds, medians. The archive is keyed like the swept table (`PRIMARY KEY (id)`) and adds an `archived_at` default. "+
-		"The foreign archive is a postgres_fdw foreign table (batch_size %d) over a table in another database of the same cluster, over loopback TCP: "+
-		"postgres_fdw's cost without a network; a cold server elsewhere adds a round trip per postgres_fdw batch and one for the remote COMMIT. "+
-		"Archiving batches commit synchronously (a WAL flush each), the plain delete's do not.\n\n",
-		fmtCount(int64(r.rows)), fmtCount(r.eligible), r.batchSize, len(r.rounds), r.batchSize)
-	w.WriteString("| contestant | time | rows/s | time ÷ delete | batch p50 | batch p99 | longest batch | µs/row p50 | WAL |\n")
-	w.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	med := func(i int, f func(o outcome) float64) float64 {
-		xs := make([]float64, len(r.rounds))
-		for j, rd := range r.rounds {
-			xs[j] = f(rd[i])
-		}
-		return median(xs)
-	}
-	for i, c := range archiveContestants {
-		var ds []time.Duration
+	b.header(&w, "Archive: archive_to against a plain delete")
+	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible; every batch at BATCH_SIZE=%d, postgres_fdw's batch_size %d; %d rounds, medians.\n\n",
+		fmtCount(int64(r.rows)), fmtCount(r.eligible), r.batchSize, r.batchSize, len(r.rounds))
+	// Every round counts: the run says how busy the machine was instead.
+	as := acrossAll(r.rounds)
+	pooled := func(x across) []batch {
 		var bs []batch
-		for _, rd := range r.rounds {
-			ds = append(ds, rd[i].batchDurations()...)
-			bs = append(bs, rd[i].batches...)
+		for _, o := range x.rounds {
+			bs = append(bs, o.batches...)
 		}
-		ratio := med(i, func(o outcome) float64 { return o.elapsed.Seconds() })
-		if d := med(0, func(o outcome) float64 { return o.elapsed.Seconds() }); d > 0 {
-			xs := make([]float64, len(r.rounds))
-			for j, rd := range r.rounds {
-				xs[j] = rd[i].elapsed.Seconds() / rd[0].elapsed.Seconds()
-			}
-			ratio = median(xs)
-		}
-		fmt.Fprintf(&w, "| %s: %s | %s | %s | %.2f | %s | %s | %s | %.2f | %.0f MB |\n", c.key, c.name,
-			fmtDuration(time.Duration(med(i, func(o outcome) float64 { return float64(o.elapsed) }))),
-			fmtRate(med(i, func(o outcome) float64 { return o.rowsPerSec() })), ratio,
-			fmtDuration(percentile(ds, 0.5)), fmtDuration(percentile(ds, 0.99)), fmtDuration(maxDuration(ds)),
-			perRowMedian(bs), med(i, func(o outcome) float64 { return float64(o.wal) / 1e6 }))
+		return bs
 	}
+	contestantTable(&w, as, []column{{"contestant", func(x across) string { return x.key + ": " + x.name }}, colTime, colRate,
+		{"time ÷ delete>", func(x across) string {
+			return fmt.Sprintf("%.2f", x.vs(as[0], func(o outcome) float64 { return o.elapsed.Seconds() }))
+		}},
+		{"batch p50>", func(x across) string { return fmtDuration(percentile(x.batches(), 0.5)) }}, colP99, {"longest batch>", colLongest.cell},
+		{"µs/row p50>", func(x across) string { return fmt.Sprintf("%.2f", perRowMedian(pooled(x))) }}, colWAL})
 	others := 0.0
 	for _, rd := range r.rounds {
-		for _, o := range rd {
-			others = max(others, o.foreign)
-		}
+		others = max(others, rd.maxForeign())
 	}
-	w.WriteString("\nTime, rows/s, the ratio (taken within each round) and WAL are medians over the rounds; batch percentiles and µs/row pool every batch of every round. " +
-		"WAL is cluster-wide: it includes the archive's inserts, local or in the cold database. ")
-	fmt.Fprintf(&w, "Other tenants of the machine took up to %.0f%% of it during a contestant (above %.0f%%, the side-by-side run would call a round disturbed).\n\n", 100*others, 100*maxForeign)
+	fmt.Fprintf(&w, "Other tenants of the machine took up to %.0f%% of it during a contestant (above %.0f%%, the side-by-side run would call a round disturbed).\n",
+		100*others, 100*maxForeign)
 	return w.String()
-}
-
-func (b *bench) archiveReport(ctx context.Context) (string, error) {
-	res, err := b.archiveRun(ctx)
-	if err != nil {
-		return "", err
-	}
-	res.elapsed = time.Since(b.began)
-	return renderArchive(b.machine, b.s, res), nil
 }

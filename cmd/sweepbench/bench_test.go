@@ -99,12 +99,12 @@ func TestForeignShare(t *testing.T) {
 func TestCountedRounds(t *testing.T) {
 	clean := round{n: 1, baselineForeign: 0.01, contestants: []outcome{{key: "A", foreign: 0.02}}}
 	busy := round{n: 2, baselineForeign: 0.01, contestants: []outcome{{key: "A", foreign: 0.4}}}
-	r := sideResult{rounds: []round{clean, busy, clean}}
+	r := rounds{clean, busy, clean}
 	if r.clean() != 2 || len(r.counted()) != 2 || !busy.disturbed() || clean.disturbed() {
 		t.Errorf("clean %d, counted %d; want 2, 2", r.clean(), len(r.counted()))
 	}
 	// With no clean round, every round counts (and the report says the numbers are unreliable).
-	all := sideResult{rounds: []round{busy, busy}}
+	all := rounds{busy, busy}
 	if all.clean() != 0 || len(all.counted()) != 2 {
 		t.Errorf("clean %d, counted %d; want 0, 2", all.clean(), len(all.counted()))
 	}

@@ -205,20 +205,3 @@ const eligibleSQL = `SELECT count(*) FROM notifications WHERE read_at IS NOT NUL
 
 // seedChunk bounds one INSERT, so progress shows and no single statement holds 5M rows' locks.
 const seedChunk = 1_000_000
-
-// template builds the seeded, migrated, vacuumed template of rows rows, named after its size, and
-// returns its name and how many rows are eligible.
-func (b *bench) template(ctx context.Context, rows int) (string, int64, error) {
-	name := fmt.Sprintf("sweepbench_tpl_%d", rows)
-	conn, asOf, err := b.newTemplate(ctx, name)
-	if err != nil {
-		return "", 0, err
-	}
-	// The template must have no session when it is copied.
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := b.seedChunks(ctx, conn, name, seedSQL, rows, asOf, denseRead, denseOf); err != nil {
-		return "", 0, err
-	}
-	eligible, err := b.finishTemplate(ctx, conn, name, "accounts, notifications", eligibleSQL, rows)
-	return name, eligible, err
-}

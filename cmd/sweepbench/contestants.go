@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,34 +26,35 @@ type batch struct {
 	retried bool
 }
 
-// outcome is what one contestant did on its copy of the table.
+// outcome is what one contestant did on its copy of the table. The rail's fields (runs,
+// serverTime, peakRSS, throttled, partitions) are zero for plain SQL.
 type outcome struct {
 	key, name string
 	deleted   int64
 	elapsed   time.Duration
 	batches   []batch
-	// runs is how many sweepcron runs the rail took (C only).
+	// runs is how many sweepcron runs (or engine runs in-process) the rail took.
 	runs int
-	// serverTime is the sum of the rail's answers' durationMs: the elapsed time minus the
-	// process starts, discovery and HTTP (C only).
+	// serverTime sums the answers' durationMs: the elapsed time minus process starts and HTTP.
 	serverTime time.Duration
-	// peakRSS is the API process's VmHWM in bytes (C only).
+	// peakRSS is the API process's VmHWM in bytes.
 	peakRSS int64
 	fg      []time.Duration
-	// wal is the bytes of WAL written during the window.
+	// wal is the bytes of WAL written during the window, cluster-wide.
 	wal int64
 	// foreign is the share of the machine's CPU that other tenants used during the window.
 	foreign float64
-
-	// throttled sums the answers' throttledMs; partitions their partitionsDropped (rail only).
+	// throttled sums the answers' throttledMs; partitions their partitionsDropped.
 	throttled  time.Duration
 	partitions int64
-	// path is the access path the rail's answers named (the last run's first pass); lockRetries
-	// sums their passes' lockRetries (C, and the engine in-process).
+	// path is the access path the answers named (the last run's first pass); lockRetries sums
+	// their passes' lockRetries; archived their archived rows.
 	path        string
 	lockRetries int
-	// archived sums the answers' archived (the engine in-process).
-	archived int64
+	archived    int64
+	// What the replica and partitions runs add (zero elsewhere).
+	lagStats
+	partStats
 }
 
 func (o outcome) rowsPerSec() float64 { return float64(o.deleted) / o.elapsed.Seconds() }
@@ -93,63 +93,52 @@ const (
 	cutoffSQL = `SELECT now() - interval '30 days'`
 )
 
-// connectOnly is a setup that opens one connection for a contestant that is plain SQL.
-func connectOnly(run func(ctx context.Context, c *pgx.Conn) (outcome, error)) setupFunc {
+// sqlSetup is the setup of a contestant that is plain SQL on one connection. cutoffQuery, when
+// set, is read before the window and bound as run's argument: the cutoff a script computes.
+func sqlSetup(cutoffQuery string, run func(ctx context.Context, c *pgx.Conn, cutoff []any) (outcome, error)) setupFunc {
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
 		c, err := pgx.Connect(ctx, dbURL)
 		if err != nil {
 			return nil, nil, err
 		}
-		return func(ctx context.Context) (outcome, error) { return run(ctx, c) },
+		var args []any
+		if cutoffQuery != "" {
+			var cutoff time.Time
+			if err := c.QueryRow(ctx, cutoffQuery).Scan(&cutoff); err != nil {
+				c.Close(ctx)
+				return nil, nil, err
+			}
+			args = append(args, cutoff)
+		}
+		return func(ctx context.Context) (outcome, error) { return run(ctx, c, args) },
 			func() { c.Close(context.Background()) }, nil
 	}
 }
 
-// monolithicSQLRun is A over any table: one statement, as typed.
-func monolithicSQLRun(query string) func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-	return func(ctx context.Context, c *pgx.Conn) (outcome, error) {
+// monolithic is A (cutoffQuery "") or A′ over any table: one statement, one transaction.
+func monolithic(query, cutoffQuery string) setupFunc {
+	return sqlSetup(cutoffQuery, func(ctx context.Context, c *pgx.Conn, args []any) (outcome, error) {
 		began := time.Now()
-		tag, err := c.Exec(ctx, query)
+		tag, err := c.Exec(ctx, query, args...)
 		took := time.Since(began)
 		if err != nil {
 			return outcome{}, fmt.Errorf("monolithic delete: %w", err)
 		}
 		return outcome{deleted: tag.RowsAffected(), elapsed: took, batches: []batch{{rows: tag.RowsAffected(), took: took}}}, nil
-	}
-}
-
-// monolithicBoundRun is A′ over any table: the cutoff read first, then bound.
-func monolithicBoundRun(query, cutoffQuery string) func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-	return func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-		var cutoff time.Time
-		if err := c.QueryRow(ctx, cutoffQuery).Scan(&cutoff); err != nil {
-			return outcome{}, err
-		}
-		began := time.Now()
-		tag, err := c.Exec(ctx, query, cutoff)
-		took := time.Since(began)
-		if err != nil {
-			return outcome{}, fmt.Errorf("monolithic delete: %w", err)
-		}
-		return outcome{deleted: tag.RowsAffected(), elapsed: took, batches: []batch{{rows: tag.RowsAffected(), took: took}}}, nil
-	}
+	})
 }
 
 // orderedBatches is B with batches of size rows, until a batch comes back short. It commits
 // synchronously, as those tools do: the server's default.
-func orderedBatches(size int) func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-	return func(ctx context.Context, c *pgx.Conn) (outcome, error) {
-		var cutoff time.Time
-		if err := c.QueryRow(ctx, cutoffSQL).Scan(&cutoff); err != nil {
-			return outcome{}, err
-		}
+func orderedBatches(size int) setupFunc {
+	return sqlSetup(cutoffSQL, func(ctx context.Context, c *pgx.Conn, cutoff []any) (outcome, error) {
 		var o outcome
 		began := time.Now()
 		for {
 			t0 := time.Now()
 			var n int64
 			err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-				tag, err := tx.Exec(ctx, orderedBatchSQL, cutoff, size)
+				tag, err := tx.Exec(ctx, orderedBatchSQL, cutoff[0], size)
 				n = tag.RowsAffected()
 				return err
 			})
@@ -164,25 +153,19 @@ func orderedBatches(size int) func(ctx context.Context, c *pgx.Conn) (outcome, e
 		}
 		o.elapsed = time.Since(began)
 		return o, nil
-	}
+	})
 }
 
-// sideResult is the side-by-side run: rounds of every contestant, back to back.
-type sideResult struct {
-	rows      int
-	eligible  int64
-	batchSize int
-	rounds    []round
-	elapsed   time.Duration
-}
-
-// round is the idle baseline and each contestant once, in that order.
+// round is each contestant once, after the idle baseline when the run has a foreground.
 type round struct {
 	n               int
 	baseline        []time.Duration
 	baselineForeign float64
 	contestants     []outcome
 }
+
+// rounds is a run's rounds (of one table), in order.
+type rounds []round
 
 // How rounds are kept honest on a shared machine.
 const (
@@ -208,29 +191,48 @@ func (r round) maxForeign() float64 {
 func (r round) disturbed() bool { return r.maxForeign() > maxForeign }
 
 // clean counts the undisturbed rounds.
-func (r sideResult) clean() int {
-	n := 0
-	for _, rd := range r.rounds {
-		if !rd.disturbed() {
-			n++
-		}
-	}
-	return n
-}
+func (rs rounds) clean() int { return len(rs.undisturbed()) }
 
-// counted is the rounds the medians use: the clean ones, or every round when none was clean
-// (the report says so).
-func (r sideResult) counted() []round {
-	var out []round
-	for _, rd := range r.rounds {
+func (rs rounds) undisturbed() rounds {
+	var out rounds
+	for _, rd := range rs {
 		if !rd.disturbed() {
 			out = append(out, rd)
 		}
 	}
-	if len(out) == 0 {
-		return r.rounds
-	}
 	return out
+}
+
+// counted is the rounds the medians use: the clean ones, or every round when none was clean
+// (the report says so).
+func (rs rounds) counted() rounds {
+	if out := rs.undisturbed(); len(out) > 0 {
+		return out
+	}
+	return rs
+}
+
+// addRounds runs one(n) for n = 1, 2, … until enough says so or roundsCap is reached; past
+// -rounds it stops adding rounds once budget has passed since began.
+func (b *bench) addRounds(what string, began time.Time, budget time.Duration, enough func() bool, one func(n int) error) error {
+	for n := 1; !enough() && n <= b.roundsCap(); n++ {
+		if n > b.s.rounds && time.Since(began) > budget {
+			b.logf("%s: %s spent: no more rounds", what, budget)
+			break
+		}
+		if err := one(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roundsCap is how many rounds a run that adds rounds for disturbed ones may take.
+func (b *bench) roundsCap() int {
+	if b.s.roundsCap > 0 {
+		return b.s.roundsCap
+	}
+	return maxRoundsFactor * b.s.rounds
 }
 
 // apiDefaults is the API's configuration with nothing set but the database: the defaults C runs
@@ -239,116 +241,36 @@ func apiDefaults() (config.API, error) {
 	return config.LoadAPI(map[string]string{"DATABASE_URL": "postgres://localhost/unused"})
 }
 
-func (b *bench) sideBySide(ctx context.Context) (sideResult, error) {
-	defaults, err := apiDefaults()
-	if err != nil {
-		return sideResult{}, err
-	}
-	res := sideResult{rows: b.s.rows, batchSize: defaults.BatchSize}
-	tpl, eligible, err := b.template(ctx, b.s.rows)
-	if err != nil {
-		return res, err
-	}
-	res.eligible = eligible
-	contestants := []contestant{
-		{key: "A", db: "a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: connectOnly(monolithicSQLRun(monolithicSQL))},
-		{key: "A′", db: "a_bound", name: "monolithic `DELETE … read_at < $1` (cutoff bound)", setup: connectOnly(monolithicBoundRun(monolithicBoundSQL, cutoffSQL))},
-		{key: "B", db: "b", name: fmt.Sprintf("`id IN (SELECT … ORDER BY read_at LIMIT %d FOR UPDATE SKIP LOCKED)`, a transaction per batch", res.batchSize),
-			setup: connectOnly(orderedBatches(res.batchSize))},
-		{key: "C", db: "c", name: "the rail: `api serve` (defaults) + `sweepcron --only notifications`", setup: b.railSetup(b.s.binDir, nil)},
-	}
-	if b.s.variantBin != "" || len(b.s.variantEnv) > 0 {
-		bin, what := b.s.binDir, []string{}
-		if b.s.variantBin != "" {
-			bin = b.s.variantBin
-			what = append(what, "api from `"+bin+"`")
-		}
-		if len(b.s.variantEnv) > 0 {
-			what = append(what, "`"+strings.Join(b.s.variantEnv, " ")+"`")
-		}
-		contestants = append(contestants, contestant{key: "C′", db: "c_variant",
-			name: "the rail with " + strings.Join(what, ", "), setup: b.railSetup(bin, b.s.variantEnv)})
-	}
-	// Rounds run until enough are clean (no window in which other tenants took more than
-	// maxForeign of the machine), within a cap on rounds and on time: a disturbed round is kept
-	// in the report's round list but left out of the medians.
-	for n := 1; res.clean() < b.s.rounds && n <= maxRoundsFactor*b.s.rounds; n++ {
-		if n > b.s.rounds && time.Since(b.began) > roundsBudget {
-			b.logf("%s spent: no more rounds", roundsBudget)
-			break
-		}
-		rd, err := b.round(ctx, n, tpl, eligible, contestants)
-		if err != nil {
-			return res, err
-		}
-		if rd.disturbed() {
-			b.logf("round %d: disturbed (other tenants took up to %.0f%% of the machine): left out of the medians", n, 100*rd.maxForeign())
-		}
-		res.rounds = append(res.rounds, rd)
-	}
-	return res, b.drop(ctx, tpl)
-}
-
-func (b *bench) round(ctx context.Context, n int, tpl string, eligible int64, contestants []contestant) (round, error) {
-	rd := round{n: n}
-	var err error
-	b.logf("round %d: foreground alone for %s (the idle baseline)", n, fgBaseline)
-	if rd.baseline, rd.baselineForeign, err = b.baseline(ctx, tpl); err != nil {
-		return rd, err
-	}
-	b.logf("round %d: idle foreground p99 %s, other tenants %.0f%% of the machine", n,
-		fmtDuration(percentile(rd.baseline, 0.99)), 100*rd.baselineForeign)
-	for _, c := range contestants {
-		b.logf("round %d: %s: %s", n, c.key, c.name)
-		o, err := b.measure(ctx, c, tpl, true)
-		if err != nil {
-			return rd, fmt.Errorf("%s: %w", c.key, err)
-		}
-		if o.deleted != eligible {
-			return rd, fmt.Errorf("%s deleted %d rows, but %d were eligible", c.key, o.deleted, eligible)
-		}
-		b.logf("round %d: %s: %d rows in %s (%.0f rows/s), %d batches, foreground p99 %s, other tenants %.0f%% of the machine", n, c.key,
-			o.deleted, o.elapsed.Round(time.Millisecond), o.rowsPerSec(), len(o.batches), fmtDuration(percentile(o.fg, 0.99)), 100*o.foreign)
-		rd.contestants = append(rd.contestants, o)
-	}
-	return rd, nil
-}
-
 // baseline runs the foreground workload alone on a fresh copy, and reports the share of the
 // machine other tenants used meanwhile.
 func (b *bench) baseline(ctx context.Context, tpl string) ([]time.Duration, float64, error) {
-	const name = "sweepbench_baseline"
-	u, err := b.clone(ctx, name, tpl)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer b.drop(context.WithoutCancel(ctx), name) //nolint:errcheck // best effort; the next run drops it too
-	if err := b.checkpoint(ctx); err != nil {
-		return nil, 0, err
-	}
-	fg, err := startForeground(ctx, u)
-	if err != nil {
-		return nil, 0, err
-	}
-	time.Sleep(fgWarmup)
-	cpu0, err0 := b.cpu.sample()
-	from := time.Now()
-	select {
-	case <-ctx.Done():
-	case <-time.After(fgBaseline):
-	}
-	to := time.Now()
-	cpu1, err1 := b.cpu.sample()
-	lats, err := fg.stop(from, to)
-	if ctx.Err() != nil {
-		return nil, 0, ctx.Err()
-	}
-	return lats, b.cpu.foreign(cpu0, cpu1), errors.Join(err, err0, err1)
+	o, err := b.measure(ctx, contestant{db: "baseline", setup: func(context.Context, string) (sweepFunc, func(), error) {
+		return func(ctx context.Context) (outcome, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(fgBaseline):
+			}
+			return outcome{}, ctx.Err()
+		}, func() {}, nil
+	}}, tpl, probe{fg: true})
+	return o.fg, o.foreign, err
 }
 
-// measure runs one contestant on a fresh copy of tpl, with the foreground workload around it
-// when withFG is set.
-func (b *bench) measure(ctx context.Context, c contestant, tpl string, withFG bool) (outcome, error) {
+// probe is what a run adds around one contestant's window, beyond the fresh copy, the checkpoint
+// and the sweep.
+type probe struct {
+	// fg runs the foreground workload around the window.
+	fg bool
+	// ready runs after the checkpoint, before the contestant's setup.
+	ready func(ctx context.Context) error
+	// watch starts just before the window; what it returns runs just after it.
+	watch func(ctx context.Context) (func(o *outcome) error, error)
+	// check inspects the copy after the window, before it is dropped.
+	check func(ctx context.Context, dbURL string, o *outcome) error
+}
+
+// measure runs one contestant on a fresh copy of tpl, within p.
+func (b *bench) measure(ctx context.Context, c contestant, tpl string, p probe) (outcome, error) {
 	name := "sweepbench_" + c.db
 	u, err := b.clone(ctx, name, tpl)
 	if err != nil {
@@ -358,17 +280,54 @@ func (b *bench) measure(ctx context.Context, c contestant, tpl string, withFG bo
 	if err := b.checkpoint(ctx); err != nil {
 		return outcome{}, err
 	}
+	if p.ready != nil {
+		if err := p.ready(ctx); err != nil {
+			return outcome{}, err
+		}
+	}
 	sweep, cleanup, err := c.setup(ctx, u)
 	if err != nil {
 		return outcome{}, err
 	}
-	o, mark, err := b.window(ctx, u, sweep, withFG)
+	stop := func(*outcome) error { return nil }
+	if p.watch != nil {
+		if stop, err = p.watch(ctx); err != nil {
+			cleanup()
+			return outcome{}, err
+		}
+	}
+	o, mark, err := b.window(ctx, u, sweep, p.fg)
+	err = errors.Join(err, stop(&o))
 	cleanup()
 	if err != nil {
 		return o, err
 	}
 	o.key, o.name = c.key, c.name
-	return o, b.addWAL(ctx, &o, mark)
+	pos, err := b.walPosition(ctx)
+	if err != nil {
+		return o, err
+	}
+	o.wal = pos - mark
+	if p.check != nil {
+		err = p.check(ctx, u, &o)
+	}
+	return o, err
+}
+
+// contest is measure for a run's round: logged, labelled with what, and failed when the
+// contestant deleted other than want rows (want < 0: the run checks for itself).
+func (b *bench) contest(ctx context.Context, what string, c contestant, tpl string, p probe, want int64) (outcome, error) {
+	b.logf("%s: %s: %s", what, c.key, c.name)
+	o, err := b.measure(ctx, c, tpl, p)
+	if err != nil {
+		return o, fmt.Errorf("%s, %s: %w", what, c.key, err)
+	}
+	if want >= 0 && o.deleted != want {
+		return o, fmt.Errorf("%s, %s: deleted %d rows, want %d", what, c.key, o.deleted, want)
+	}
+	b.logf("%s: %s: %d rows in %s (%.0f rows/s), %d batches %s, foreground p99 %s, other tenants %.0f%%", what, c.key, o.deleted,
+		o.elapsed.Round(time.Millisecond), o.rowsPerSec(), len(o.batches), o.path, fmtDuration(percentile(o.fg, 0.99)), 100*o.foreign)
+	return o, nil
 }
 
 // window runs sweep, with the foreground around it when withFG is set, and returns where the
@@ -399,14 +358,4 @@ func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, withF
 		err = errors.Join(err, fgErr)
 	}
 	return o, mark, err
-}
-
-// addWAL sets o.wal to the WAL written since mark.
-func (b *bench) addWAL(ctx context.Context, o *outcome, mark int64) error {
-	pos, err := b.walPosition(ctx)
-	if err != nil {
-		return err
-	}
-	o.wal = pos - mark
-	return nil
 }

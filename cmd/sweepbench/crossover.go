@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -49,37 +50,30 @@ type crossoverPoint struct {
 }
 
 type crossoverResult struct {
-	rows    int
-	points  []*crossoverPoint
-	rounds  int
-	elapsed time.Duration
+	rows   int
+	points []*crossoverPoint
+	rounds int
 }
 
 func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
-	began := time.Now()
 	res := crossoverResult{rows: b.s.rows}
-	name := fmt.Sprintf("sweepbench_crossover_%d", b.s.rows)
-	conn, asOf, err := b.newTemplate(ctx, name)
+	name, _, err := b.template(ctx, tableSpec{name: "crossover",
+		ddl: func() (string, error) {
+			return `CREATE TABLE crossover (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		ordered_at timestamptz NOT NULL, scattered_at timestamptz NOT NULL, body text NOT NULL)`, nil
+		},
+		seed: crossoverSeedSQL, post: `CREATE INDEX ON crossover (ordered_at); CREATE INDEX ON crossover (scattered_at)`,
+		tables: "crossover", eligibles: "SELECT count(*) FROM crossover"}, b.s.rows)
 	if err != nil {
 		return res, err
 	}
-	if _, err := conn.Exec(ctx, `CREATE TABLE crossover (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-		ordered_at timestamptz NOT NULL, scattered_at timestamptz NOT NULL, body text NOT NULL)`); err != nil {
-		conn.Close(ctx)
+	defer func() { _ = b.drop(context.WithoutCancel(ctx), name) }()
+	conn, err := pgx.Connect(ctx, b.dbURL(name))
+	if err != nil {
 		return res, err
 	}
-	if err := b.seedChunks(ctx, conn, name, crossoverSeedSQL, b.s.rows, asOf); err != nil {
-		conn.Close(ctx)
-		return res, err
-	}
-	if _, err := conn.Exec(ctx, `CREATE INDEX ON crossover (ordered_at); CREATE INDEX ON crossover (scattered_at)`); err != nil {
-		conn.Close(ctx)
-		return res, err
-	}
-	if _, err := b.finishTemplate(ctx, conn, name, "crossover", "SELECT count(*) FROM crossover", b.s.rows); err != nil {
-		conn.Close(ctx)
-		return res, err
-	}
+	// Any reference time will do: each pass's retention is set from it to its share's cutoff.
+	asOf := time.Now()
 	// The cutoff of each share: the age below which exactly that share of the rows lies.
 	type cut struct {
 		p      *crossoverPoint
@@ -88,24 +82,23 @@ func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
 	var cuts []cut
 	for _, l := range crossoverLayouts {
 		for _, share := range crossoverShares {
-			n := int64(share * float64(b.s.rows))
+			p := &crossoverPoint{layout: l.column, share: share}
 			var cutoff time.Time
-			if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT %[1]s FROM crossover ORDER BY %[1]s OFFSET $1 LIMIT 1`, l.column), n).Scan(&cutoff); err != nil {
-				conn.Close(ctx)
-				return res, err
+			if err == nil {
+				err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT %[1]s FROM crossover ORDER BY %[1]s OFFSET $1 LIMIT 1`, l.column), int64(share*float64(b.s.rows))).Scan(&cutoff)
 			}
-			var eligible int64
-			if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM crossover WHERE %s < $1`, l.column), cutoff).Scan(&eligible); err != nil {
-				conn.Close(ctx)
-				return res, err
+			if err == nil {
+				err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM crossover WHERE %s < $1`, l.column), cutoff).Scan(&p.eligible)
 			}
-			p := &crossoverPoint{layout: l.column, share: share, eligible: eligible}
 			res.points = append(res.points, p)
 			cuts = append(cuts, cut{p, cutoff})
 		}
 	}
+	// The template must have no session when it is copied.
 	conn.Close(ctx)
-	defer func() { _ = b.drop(context.WithoutCancel(ctx), name) }()
+	if err != nil {
+		return res, err
+	}
 
 	fixedAt := func(c *sweep.Config) { c.AsOf = func(context.Context) (time.Time, error) { return asOf, nil } }
 	spec := func(c cut) policy.Spec {
@@ -122,17 +115,12 @@ func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
 	for n := 1; n <= b.s.rounds; n++ {
 		for _, c := range cuts {
 			for _, path := range []sweep.Path{sweep.PathHeap, sweep.PathIndex} {
-				con := contestant{key: string(path), db: "crossover_" + string(path), name: string(path),
-					setup: b.engineSetupWith([]policy.Spec{spec(c)}, "crossover", path, fixedAt)}
-				o, err := b.measure(ctx, con, name, false)
+				o, err := b.contest(ctx, fmt.Sprintf("crossover round %d, %s %.1f%%", n, c.p.layout, 100*c.p.share),
+					contestant{key: string(path), db: "crossover_" + string(path), name: string(path),
+						setup: b.engineSetup([]policy.Spec{spec(c)}, path, fixedAt)}, name, probe{}, c.p.eligible)
 				if err != nil {
-					return res, fmt.Errorf("crossover %s %.1f%% %s: %w", c.p.layout, 100*c.p.share, path, err)
+					return res, err
 				}
-				if o.deleted != c.p.eligible {
-					return res, fmt.Errorf("crossover %s %.1f%% %s: deleted %d, want %d", c.p.layout, 100*c.p.share, path, o.deleted, c.p.eligible)
-				}
-				b.logf("crossover round %d: %s %.1f%%: %s %s (%.0f rows/s, %d batches, others %.0f%%)", n, c.p.layout, 100*c.p.share, path,
-					o.elapsed.Round(time.Millisecond), o.rowsPerSec(), len(o.batches), 100*o.foreign)
 				if path == sweep.PathHeap {
 					c.p.heap = append(c.p.heap, o)
 				} else {
@@ -142,7 +130,6 @@ func (b *bench) crossoverRun(ctx context.Context) (crossoverResult, error) {
 		}
 		res.rounds = n
 	}
-	res.elapsed = time.Since(began)
 	return res, nil
 }
 
@@ -190,19 +177,16 @@ func medianElapsed(os []outcome) time.Duration {
 	return time.Duration(median(xs))
 }
 
-func renderCrossover(m machine, s settings, r crossoverResult) string {
+func (b *bench) renderCrossover(r crossoverResult) string {
 	var w strings.Builder
-	header(&w, "The access path's crossover", m, s, r.elapsed)
-	fmt.Fprintf(&w, "One table of %s rows (notifications' width) with two indexed age columns; for each eligible share, a pass whose "+
-		"retention makes exactly that share eligible is swept by the engine in-process (API defaults, adaptive batches, no foreground) "+
-		"on each path forced, each on a fresh copy; %d rounds, medians of each round's ratio. \"auto\" is the path the engine chooses "+
-		"(heap from the planner's estimate of the share on, at a threshold between %.0f%% for an age in heap order and %.0f%% for one "+
-		"scattered, by the age column's correlation).\n\n", fmtCount(int64(r.rows)), r.rounds, 100*sweep.HeapShareOrdered, 100*sweep.HeapShareScattered)
+	b.header(&w, "The access path's crossover")
+	fmt.Fprintf(&w, "One table of %s rows; %d rounds. The engine takes the heap path from the planner's estimate of the share on, "+
+		"at a threshold between %.0f%% for an age in heap order and %.0f%% for one scattered, by the age column's correlation.\n\n",
+		fmtCount(int64(r.rows)), r.rounds, 100*sweep.HeapShareOrdered, 100*sweep.HeapShareScattered)
 	for _, l := range crossoverLayouts {
 		fmt.Fprintf(&w, "**%s** (`%s`)\n\n", l.title, l.column)
-		w.WriteString("| eligible | rows | heap: time | heap: rows/s | index: time | index: rows/s | index ÷ heap (time) | faster | auto |\n")
-		w.WriteString("|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
 		crossover := ""
+		var rows [][]string
 		for _, p := range r.points {
 			if p.layout != l.column {
 				continue
@@ -218,22 +202,14 @@ func renderCrossover(m machine, s settings, r crossoverResult) string {
 				crossover = ""
 			}
 			h, i := medianElapsed(p.heap), medianElapsed(p.index)
-			fmt.Fprintf(&w, "| %.1f%% | %s | %s | %s | %s | %s | %.2f | %s | %s |\n", 100*p.share, fmtCount(p.eligible),
-				fmtDuration(h), fmtRate(float64(p.eligible)/h.Seconds()), fmtDuration(i), fmtRate(float64(p.eligible)/i.Seconds()),
-				ratio, faster, p.auto)
+			rows = append(rows, []string{fmt.Sprintf("%.1f%%", 100*p.share), fmtCount(p.eligible), fmtDuration(h), fmtRate(float64(p.eligible) / h.Seconds()),
+				fmtDuration(i), fmtRate(float64(p.eligible) / i.Seconds()), fmt.Sprintf("%.2f", ratio), faster, p.auto})
 		}
+		table(&w, []string{"eligible>", "rows>", "heap: time>", "heap: rows/s>", "index: time>", "index: rows/s>", "index ÷ heap (time)>", "faster", "auto"}, rows)
 		if crossover == "" {
 			crossover = "none measured"
 		}
-		fmt.Fprintf(&w, "\nThe heap path is faster from **%s** eligible on.\n\n", crossover)
+		fmt.Fprintf(&w, "The heap path is faster from **%s** eligible on.\n\n", crossover)
 	}
 	return w.String()
-}
-
-func (b *bench) crossoverReport(ctx context.Context) (string, error) {
-	res, err := b.crossoverRun(ctx)
-	if err != nil {
-		return "", err
-	}
-	return renderCrossover(b.machine, b.s, res), nil
 }

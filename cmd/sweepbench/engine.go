@@ -28,16 +28,12 @@ var riverSpec = policy.Spec{Name: queueSweep, Passes: []policy.Pass{{
 	Retention: 24 * time.Hour, Mode: policy.ModeBatched,
 }}}
 
-// pathEngineSetup runs the sweep engine in this process with the API's default settings, adaptive
-// batches included, on the access path path ("" chooses, as the API does): each path measured
-// as the rail would run it, without the HTTP round trips and process starts around it.
-func (b *bench) pathEngineSetup(specs []policy.Spec, name string, path sweep.Path) setupFunc {
-	return b.engineSetupWith(specs, name, path, nil)
-}
-
-// engineSetupWith is pathEngineSetup with change, when set, applied to the runner's configuration
-// (fixedBatches, another clock, …): every in-process contestant of make bench runs through it.
-func (b *bench) engineSetupWith(specs []policy.Spec, name string, path sweep.Path, change func(*sweep.Config)) setupFunc {
+// engineSetup runs the sweep engine in this process on specs[0] with the API's default settings,
+// adaptive batches included, on the access path path ("" chooses, as the API does), and change,
+// when set, applied to the runner's configuration (fixedBatches, another clock): each path
+// measured as the rail would run it, without the HTTP round trips and process starts around it.
+func (b *bench) engineSetup(specs []policy.Spec, path sweep.Path, change func(*sweep.Config)) setupFunc {
+	name := specs[0].Name
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
 		settings, err := engineSettings()
 		if err != nil {

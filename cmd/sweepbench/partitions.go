@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,73 +85,30 @@ type partTemplate struct {
 	hasDefault bool
 }
 
-// partOutcome is one contestant on its copy, with what the exactness check found.
-type partOutcome struct {
-	outcome
+// partStats is what the exactness check found of one contestant on its copy.
+type partStats struct {
 	// cutoff is the one the contestant applied: its run's reference minus the retention.
 	cutoff time.Time
 	// gone is the rows the copy lost, counted; want is the oracle's count of them.
 	gone, want int64
 	// dropped is the partitions the copy lost (counted in the catalog), wantDropped the oracle's.
 	dropped, wantDropped int
-	// boundaryRows is what the answers' deleted counts (the batched engine's rows).
-	boundaryRows int64
 	// inexact says how what is left differs from the oracle's; empty when it does not.
 	inexact string
 }
-
-// partRound is each contestant once.
-type partRound struct {
-	n        int
-	outcomes []partOutcome
-}
-
-func (r partRound) maxForeign() float64 {
-	m := 0.0
-	for _, o := range r.outcomes {
-		m = max(m, o.foreign)
-	}
-	return m
-}
-
-func (r partRound) disturbed() bool { return r.maxForeign() > maxForeign }
 
 // partitionsResult is the partitions run.
 type partitionsResult struct {
 	tpl     partTemplate
 	seeded  time.Duration
 	partman string
-	rounds  []partRound
-	elapsed time.Duration
-}
-
-func (r partitionsResult) counted() []partRound {
-	var out []partRound
-	for _, rd := range r.rounds {
-		if !rd.disturbed() {
-			out = append(out, rd)
-		}
-	}
-	if len(out) == 0 {
-		return r.rounds
-	}
-	return out
-}
-
-func (r partitionsResult) clean() int {
-	n := 0
-	for _, rd := range r.rounds {
-		if !rd.disturbed() {
-			n++
-		}
-	}
-	return n
+	rounds  rounds
 }
 
 // partContestant is a contestant of the partitions run and the rule its oracle follows.
 type partContestant struct {
 	contestant
-	// rule says which rows must be left; drops which partitions must be gone (ruleNone: none).
+	// rule says which rows must be left; drops which partitions must be gone.
 	rule, drops partRule
 	// cutoff reads the cutoff the contestant applied, after its window.
 	cutoff func(ctx context.Context, c *pgx.Conn) (time.Time, error)
@@ -160,10 +117,8 @@ type partContestant struct {
 type partRule int
 
 const (
-	// ruleNone: nothing goes (a batched delete drops no partition).
-	ruleNone partRule = iota
 	// ruleRows: every row older than the cutoff goes, and nothing else.
-	ruleRows
+	ruleRows partRule = iota
 	// ruleRail: every partition whose upper bound is at or before the cutoff goes, nothing else.
 	ruleRail
 	// rulePartman: every partition whose upper bound is before the cutoff goes, nothing else.
@@ -189,19 +144,7 @@ func (r partRule) keptFrom(cutoff time.Time) time.Time {
 // and what such a table has), pg_partman managing it, and the lease log.
 func (b *bench) partitionTemplate(ctx context.Context, rows int) (partTemplate, error) {
 	tpl := partTemplate{name: fmt.Sprintf("sweepbench_parts_%d", rows)}
-	if err := b.drop(ctx, tpl.name); err != nil {
-		return tpl, err
-	}
-	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(tpl.name)); err != nil {
-		return tpl, fmt.Errorf("create %s: %w", tpl.name, err)
-	}
-	u := b.dbURL(tpl.name)
-	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), "migrate", "up")
-	mig.Env = []string{"DATABASE_URL=" + u}
-	if out, err := mig.CombinedOutput(); err != nil {
-		return tpl, fmt.Errorf("api migrate up: %w\n%s", err, out)
-	}
-	conn, err := pgx.Connect(ctx, u)
+	conn, err := b.createMigrated(ctx, tpl.name)
 	if err != nil {
 		return tpl, err
 	}
@@ -334,9 +277,9 @@ func (b *bench) partContestants(policyFile string) []partContestant {
 	var partmanCutoff time.Time
 	return []partContestant{
 		{contestant: contestant{key: "P", db: "part_p", name: "the rail, `mode: partitions` (boundary rows by the batched engine)",
-			setup: b.railSetupSweep(b.s.binDir, "events-partitions", env)}, rule: ruleRows, drops: ruleRail, cutoff: railCutoff},
+			setup: b.railSetup(b.s.binDir, "events-partitions", env)}, rule: ruleRows, drops: ruleRail, cutoff: railCutoff},
 		{contestant: contestant{key: "P′", db: "part_keep", name: "the rail, `mode: partitions`, `boundary: keep`",
-			setup: b.railSetupSweep(b.s.binDir, "events-keep", env)}, rule: ruleRail, drops: ruleRail, cutoff: railCutoff},
+			setup: b.railSetup(b.s.binDir, "events-keep", env)}, rule: ruleRail, drops: ruleRail, cutoff: railCutoff},
 		{contestant: contestant{key: "K", db: "part_k", name: "pg_partman: `run_maintenance()`, retention 30 days",
 			setup: partmanSetup(&partmanCutoff)}, rule: rulePartman, drops: rulePartman,
 			cutoff: func(context.Context, *pgx.Conn) (time.Time, error) { return partmanCutoff, nil }},
@@ -364,122 +307,99 @@ func (b *bench) partitionsRun(ctx context.Context) (partitionsResult, error) {
 		return res, err
 	}
 	contestants := b.partContestants(policy)
-	for n := 1; res.clean() < b.s.rounds && n <= b.roundsCap(); n++ {
-		if n > b.s.rounds && time.Since(b.began) > roundsBudget+res.seeded {
-			b.logf("partitions: %s spent: no more rounds", roundsBudget)
-			break
-		}
-		rd := partRound{n: n}
+	err = b.addRounds("partitions", time.Now(), roundsBudget, func() bool { return res.rounds.clean() >= b.s.rounds }, func(n int) error {
+		rd := round{n: n}
 		for _, c := range contestants {
-			b.logf("partitions round %d: %s: %s", n, c.key, c.name)
-			o, err := b.measurePartitions(ctx, c, tpl)
+			o, err := b.contest(ctx, fmt.Sprintf("partitions round %d", n), c.contestant, tpl.name, probe{check: b.oracle(c, tpl)}, -1)
 			if err != nil {
-				return res, fmt.Errorf("partitions round %d, %s: %w", n, c.key, err)
+				return err
 			}
-			exact := "exact"
 			if o.inexact != "" {
-				exact = "NOT EXACT: " + o.inexact
+				b.logf("partitions round %d: %s: NOT EXACT: %s", n, c.key, o.inexact)
 			}
-			b.logf("partitions round %d: %s: %d rows and %d partitions gone in %s (%d rows by batches, %d batches), %s, others %.0f%%",
-				n, c.key, o.gone, o.dropped, o.elapsed.Round(time.Millisecond), o.boundaryRows, len(o.batches), exact, 100*o.foreign)
-			rd.outcomes = append(rd.outcomes, o)
-		}
-		if rd.disturbed() {
-			b.logf("partitions round %d: disturbed (other tenants took up to %.0f%% of the machine): left out of the medians", n, 100*rd.maxForeign())
+			rd.contestants = append(rd.contestants, o)
 		}
 		res.rounds = append(res.rounds, rd)
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	if err := b.admin.QueryRow(ctx, "SELECT default_version FROM pg_available_extensions WHERE name = 'pg_partman'").Scan(&res.partman); err != nil {
 		return res, err
 	}
-	return res, b.drop(ctx, tpl.name)
+	if err := b.drop(ctx, tpl.name); err != nil {
+		return res, err
+	}
+	if bad := res.inexact(); len(bad) > 0 {
+		return res, fmt.Errorf("%w (the report says where):\n%s", errInexact, strings.Join(bad, "\n"))
+	}
+	return res, nil
 }
 
-// measurePartitions runs c on a fresh copy of the template, then checks what is left against
-// the oracle: the rows the template holds at or after the bound c's rule keeps from its
-// cutoff, and the partitions wholly before it.
-func (b *bench) measurePartitions(ctx context.Context, c partContestant, tpl partTemplate) (partOutcome, error) {
-	var po partOutcome
-	name := "sweepbench_" + c.db
-	u, err := b.clone(ctx, name, tpl.name)
-	if err != nil {
-		return po, err
-	}
-	defer b.drop(context.WithoutCancel(ctx), name) //nolint:errcheck // best effort; the next run drops it too
-	if err := b.checkpoint(ctx); err != nil {
-		return po, err
-	}
-	sweep, cleanup, err := c.setup(ctx, u)
-	if err != nil {
-		return po, err
-	}
-	o, mark, err := b.window(ctx, u, sweep, false)
-	cleanup()
-	if err != nil {
-		return po, err
-	}
-	o.key, o.name = c.key, c.name
-	if err := b.addWAL(ctx, &o, mark); err != nil {
-		return po, err
-	}
-	po.outcome, po.boundaryRows = o, o.deleted
+// errInexact fails the partitions run after its report is written: a contestant did not leave
+// exactly the oracle's rows.
+var errInexact = errors.New("the partitions run's exactness check failed")
 
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		return po, err
-	}
-	defer conn.Close(context.Background())
-	if po.cutoff, err = c.cutoff(ctx, conn); err != nil {
-		return po, err
-	}
-	var left int64
-	var oldest *time.Time
-	var parts int
-	if err := conn.QueryRow(ctx, "SELECT count(*), min(at) FROM "+partTable).Scan(&left, &oldest); err != nil {
-		return po, err
-	}
-	if err := conn.QueryRow(ctx, partitionCountSQL).Scan(&parts); err != nil {
-		return po, err
-	}
-	conn.Close(context.Background())
-	from := c.rule.keptFrom(po.cutoff)
-	keep, err := b.countFrom(ctx, tpl.name, from)
-	if err != nil {
-		return po, err
-	}
-	po.gone, po.want = tpl.rows-left, tpl.rows-keep
-	po.dropped = tpl.partitions - parts
-	if c.drops != ruleNone {
-		// The partitions are whole UTC days from tpl.start: those wholly before the bound go.
-		po.wantDropped = max(0, int(c.drops.keptFrom(po.cutoff).Sub(tpl.start)/(24*time.Hour)))
-	}
-	// A contestant that does not leave exactly the oracle's rows is recorded, not fatal: the run
-	// goes on, the report says so in bold, and the bench exits non-zero after writing it.
-	switch {
-	case left != keep:
-		what := fmt.Sprintf("%s too many gone", fmtCount(keep-left))
-		if left > keep {
-			what = fmt.Sprintf("%s eligible rows left", fmtCount(left-keep))
+// oracle checks what c left on its copy against the template: the rows at or after the bound
+// c's rule keeps from its cutoff, and the partitions wholly before it. A contestant that does not
+// leave exactly those is recorded, not fatal: the run goes on, the report says so in bold, and
+// the bench exits non-zero after writing it.
+func (b *bench) oracle(c partContestant, tpl partTemplate) func(ctx context.Context, dbURL string, o *outcome) error {
+	return func(ctx context.Context, dbURL string, o *outcome) error {
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			return err
 		}
-		po.inexact = fmt.Sprintf("%s rows left, the oracle keeps %s (the rows at or after %s, for the cutoff %s): %s",
-			fmtCount(left), fmtCount(keep), from.Format(time.RFC3339Nano), po.cutoff.Format(time.RFC3339Nano), what)
-	case oldest != nil && oldest.Before(from):
-		po.inexact = fmt.Sprintf("a row of %s is left, before %s, the oldest the oracle keeps", oldest.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
-	case po.dropped != po.wantDropped:
-		po.inexact = fmt.Sprintf("%d partitions gone, the oracle wants %d (cutoff %s)", po.dropped, po.wantDropped, po.cutoff.Format(time.RFC3339Nano))
-	case c.key != "K" && o.partitions != int64(po.dropped):
-		po.inexact = fmt.Sprintf("the answers say %d partitions dropped, the catalog %d", o.partitions, po.dropped)
-	case c.key != "K" && o.deleted != po.gone-rowsIn(tpl, po.dropped):
-		po.inexact = fmt.Sprintf("the answers say %d rows deleted by batches, the table lost %d beyond its dropped partitions", o.deleted, po.gone-rowsIn(tpl, po.dropped))
+		defer conn.Close(context.Background())
+		if o.cutoff, err = c.cutoff(ctx, conn); err != nil {
+			return err
+		}
+		var left int64
+		var oldest *time.Time
+		var parts int
+		if err := conn.QueryRow(ctx, "SELECT count(*), min(at) FROM "+partTable).Scan(&left, &oldest); err != nil {
+			return err
+		}
+		if err := conn.QueryRow(ctx, partitionCountSQL).Scan(&parts); err != nil {
+			return err
+		}
+		from := c.rule.keptFrom(o.cutoff)
+		keep, err := b.countFrom(ctx, tpl.name, from)
+		if err != nil {
+			return err
+		}
+		o.gone, o.want = tpl.rows-left, tpl.rows-keep
+		o.dropped = tpl.partitions - parts
+		// The partitions are whole UTC days from tpl.start: those wholly before the bound go.
+		o.wantDropped = max(0, int(c.drops.keptFrom(o.cutoff).Sub(tpl.start)/(24*time.Hour)))
+		at := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
+		switch {
+		case left != keep:
+			what := fmt.Sprintf("%s too many gone", fmtCount(keep-left))
+			if left > keep {
+				what = fmt.Sprintf("%s eligible rows left", fmtCount(left-keep))
+			}
+			o.inexact = fmt.Sprintf("%s rows left, the oracle keeps %s (the rows at or after %s, for the cutoff %s): %s",
+				fmtCount(left), fmtCount(keep), at(from), at(o.cutoff), what)
+		case oldest != nil && oldest.Before(from):
+			o.inexact = fmt.Sprintf("a row of %s is left, before %s, the oldest the oracle keeps", at(*oldest), at(from))
+		case o.dropped != o.wantDropped:
+			o.inexact = fmt.Sprintf("%d partitions gone, the oracle wants %d (cutoff %s)", o.dropped, o.wantDropped, at(o.cutoff))
+		case c.key != "K" && o.partitions != int64(o.dropped):
+			o.inexact = fmt.Sprintf("the answers say %d partitions dropped, the catalog %d", o.partitions, o.dropped)
+		case c.key != "K" && o.deleted != o.gone-rowsIn(tpl, o.dropped):
+			o.inexact = fmt.Sprintf("the answers say %d rows deleted by batches, the table lost %d beyond its dropped partitions", o.deleted, o.gone-rowsIn(tpl, o.dropped))
+		}
+		return nil
 	}
-	return po, nil
 }
 
 // inexact lists every contestant of every round that did not leave exactly the oracle's rows.
 func (r partitionsResult) inexact() []string {
 	var out []string
 	for _, rd := range r.rounds {
-		for _, o := range rd.outcomes {
+		for _, o := range rd.contestants {
 			if o.inexact != "" {
 				out = append(out, fmt.Sprintf("round %d, %s: %s", rd.n, o.key, o.inexact))
 			}
@@ -505,13 +425,4 @@ func (b *bench) countFrom(ctx context.Context, tpl string, from time.Time) (int6
 // (the last one takes the remainder, and is never among the dropped).
 func rowsIn(tpl partTemplate, n int) int64 {
 	return int64(n) * (tpl.rows / partDays)
-}
-
-// roundsCap is how many rounds the replica-lag, partitions and paths runs may take, disturbed
-// ones included.
-func (b *bench) roundsCap() int {
-	if b.s.roundsCap > 0 {
-		return b.s.roundsCap
-	}
-	return maxRoundsFactor * b.s.rounds
 }

@@ -83,9 +83,9 @@ func TestRenderPaths(t *testing.T) {
 	}
 	r := pathsResult{
 		tables: []pathTable{{key: "dense", title: "dense", rows: 1000, eligible: 800}, {key: "locked", title: "locked", rows: 1000, eligible: 800, held: 8}},
-		rounds: map[string][]round{"dense": dense, "locked": locked},
+		rounds: map[string]rounds{"dense": dense, "locked": locked},
 	}
-	got := renderPaths(machine{}, settings{run: "paths", rows: 1000, sparseRows: 5_000_000, rounds: 2}, r)
+	got := (&bench{s: settings{run: "paths", rows: 1000, sparseRows: 5_000_000, rounds: 2}}).renderPaths(r)
 	for _, want := range []string{
 		"<!-- Written by cmd/sweepbench (sweepbench paths)", "# Access paths: each path on each table",
 		// Round 1: 0.91 × A′, round 2: 0.60 × A′; the median of the two.

@@ -48,14 +48,9 @@ type railProc struct {
 
 // railSetup boots `api serve` from binDir on the contestant's database with default settings,
 // except LOG_LEVEL=debug (one line per batch, the source of C's batch timings) and the listen
-// address; extraEnv adds variables for C′.
-func (b *bench) railSetup(binDir string, extraEnv []string) setupFunc {
-	return b.railSetupSweep(binDir, "notifications", extraEnv)
-}
-
-// railSetupSweep is railSetup for the sweep named sweep (of the policy extraEnv's
-// SWEEP_POLICY_FILE names, or of the bundled one).
-func (b *bench) railSetupSweep(binDir, sweep string, extraEnv []string) setupFunc {
+// address, and sweeps with `sweepcron --only <sweep>`; extraEnv adds variables (C′'s settings, a
+// SWEEP_POLICY_FILE whose policy has sweep).
+func (b *bench) railSetup(binDir, sweep string, extraEnv []string) setupFunc {
 	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
 		p, err := b.startRail(ctx, binDir, dbURL, extraEnv)
 		if err != nil {

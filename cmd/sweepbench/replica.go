@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,9 +39,12 @@ const (
 	lagRoundsBudget = 3 * time.Minute
 )
 
-// lagOutcome is one contestant against one state of the standby.
-type lagOutcome struct {
-	outcome
+// The replica run's target: how close the throttled rail's rate must stay to the unthrottled
+// one's with a healthy standby, "within noise".
+const targetThrottleNoise = 0.9
+
+// lagStats is one contestant against one state of the standby.
+type lagStats struct {
 	slow bool
 	// peak is the most the standby was behind, as the primary saw it, from the start of the
 	// window until the standby had replayed all of it.
@@ -51,83 +55,34 @@ type lagOutcome struct {
 	cycles int
 }
 
-// lagRound is each contestant once against each state of the standby.
-type lagRound struct {
-	n        int
-	outcomes []lagOutcome
-}
-
-func (r lagRound) maxForeign() float64 {
-	m := 0.0
-	for _, o := range r.outcomes {
-		m = max(m, o.foreign)
-	}
-	return m
-}
-
-func (r lagRound) disturbed() bool { return r.maxForeign() > maxForeign }
-
 // replicaResult is the replica-lag run.
 type replicaResult struct {
 	rows      int
 	eligible  int64
-	rounds    []lagRound
-	elapsed   time.Duration
+	rounds    rounds
 	standbyPG string
 }
 
-func (r replicaResult) clean() int {
-	n := 0
-	for _, rd := range r.rounds {
-		if !rd.disturbed() {
-			n++
-		}
-	}
-	return n
-}
-
-// counted is the rounds the medians use: the clean ones, or every round when none was clean.
-func (r replicaResult) counted() []lagRound {
-	var out []lagRound
-	for _, rd := range r.rounds {
-		if !rd.disturbed() {
-			out = append(out, rd)
-		}
-	}
-	if len(out) == 0 {
-		return r.rounds
-	}
-	return out
-}
-
-// lagContestant is a contestant of the replica-lag run; slowOnly runs it against the slow
-// standby alone.
-type lagContestant struct {
-	contestant
-	slowOnly bool
-}
-
-// lagContestants are the three of issue 20: the monolithic DELETE, the rail without the throttle
-// and the rail with MAX_REPLICA_LAG, both as C runs them (api serve and sweepcron, defaults);
-// and, against the slow standby, the rail with MAX_REPLICA_LAG_BYTES too. A time limit cannot
-// see the first second of a drain (WAL younger than the limit is never over it), which a standby
-// ten times slower than the primary takes about ten seconds to replay; a limit in bytes can.
-func (b *bench) lagContestants() []lagContestant {
-	return []lagContestant{
-		{contestant: contestant{key: "A", db: "lag_a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: connectOnly(monolithicSQLRun(monolithicSQL))}},
-		{contestant: contestant{key: "C", db: "lag_c", name: "the rail, no throttle (defaults)", setup: b.railSetup(b.s.binDir, nil)}},
-		{contestant: contestant{key: "T", db: "lag_t", name: fmt.Sprintf("the rail, `MAX_REPLICA_LAG=%s`", lagLimit),
-			setup: b.railSetup(b.s.binDir, []string{"MAX_REPLICA_LAG=" + lagLimit.String()})}},
-		{contestant: contestant{key: "TB", db: "lag_tb", name: fmt.Sprintf("the rail, `MAX_REPLICA_LAG=%s MAX_REPLICA_LAG_BYTES=%d` (%s)", lagLimit, lagLimitBytes, fmtMiB(lagLimitBytes)),
-			setup: b.railSetup(b.s.binDir, []string{"MAX_REPLICA_LAG=" + lagLimit.String(), fmt.Sprintf("MAX_REPLICA_LAG_BYTES=%d", lagLimitBytes)})},
-			slowOnly: true},
+// lagContestants are the monolithic DELETE, the rail without the throttle and the rail with
+// MAX_REPLICA_LAG, both as C runs them (api serve and sweepcron, defaults); and, against the slow
+// standby alone (the last), the rail with MAX_REPLICA_LAG_BYTES too. A time limit cannot see the
+// first second of a drain (WAL younger than the limit is never over it), which a standby ten
+// times slower than the primary takes about ten seconds to replay; a limit in bytes can.
+func (b *bench) lagContestants() []contestant {
+	lag := "MAX_REPLICA_LAG=" + lagLimit.String()
+	return []contestant{
+		{key: "A", db: "lag_a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: monolithic(monolithicSQL, "")},
+		{key: "C", db: "lag_c", name: "the rail, no throttle (defaults)", setup: b.railSetup(b.s.binDir, "notifications", nil)},
+		{key: "T", db: "lag_t", name: fmt.Sprintf("the rail, `%s`", lag), setup: b.railSetup(b.s.binDir, "notifications", []string{lag})},
+		{key: "TB", db: "lag_tb", name: fmt.Sprintf("the rail, `%s MAX_REPLICA_LAG_BYTES=%d` (%s)", lag, lagLimitBytes, fmtMiB(lagLimitBytes)),
+			setup: b.railSetup(b.s.binDir, "notifications", []string{lag, fmt.Sprintf("MAX_REPLICA_LAG_BYTES=%d", lagLimitBytes)})},
 	}
 }
 
 func (b *bench) replicaRun(ctx context.Context) (replicaResult, error) {
 	began := time.Now()
 	res := replicaResult{rows: b.s.rows}
-	tpl, eligible, err := b.template(ctx, b.s.rows)
+	tpl, eligible, err := b.template(ctx, dense, b.s.rows)
 	if err != nil {
 		return res, err
 	}
@@ -146,97 +101,158 @@ func (b *bench) replicaRun(ctx context.Context) (replicaResult, error) {
 		return res, err
 	}
 	b.logf("replica: standby %s streaming on %s", sb.name, sb.url)
-	contestants := b.lagContestants()
-	for n := 1; res.clean() < b.s.rounds && n <= b.roundsCap(); n++ {
-		if n > b.s.rounds && time.Since(began) > lagRoundsBudget {
-			b.logf("replica: %s spent: no more rounds", lagRoundsBudget)
-			break
-		}
-		rd := lagRound{n: n}
-		for _, slow := range []bool{false, true} {
-			for _, lc := range contestants {
-				if lc.slowOnly && !slow {
-					continue
-				}
-				c := lc.contestant
-				state := "healthy"
-				if slow {
-					state = fmt.Sprintf("slow (replay paused %s of every %s)", lagDutyPaused, lagDutyPeriod)
-				}
-				b.logf("replica round %d: %s, standby %s", n, c.key, state)
-				o, err := b.measureLag(ctx, c, tpl, sb, slow)
-				if err != nil {
-					return res, fmt.Errorf("replica round %d, %s: %w", n, c.key, err)
-				}
-				if o.deleted != eligible {
-					return res, fmt.Errorf("replica round %d, %s deleted %d rows, but %d were eligible", n, c.key, o.deleted, eligible)
-				}
-				b.logf("replica round %d: %s: %d rows in %s (%.0f rows/s), peak %s / %s behind over %d samples, caught up %s after, throttled %s, others %.0f%%",
-					n, c.key, o.deleted, o.elapsed.Round(time.Millisecond), o.rowsPerSec(), fmtBytes(o.peak.Bytes), fmtDuration(o.peak.Replay),
-					o.peak.Samples, fmtDuration(o.caughtUp), fmtDuration(o.throttled), 100*o.foreign)
-				rd.outcomes = append(rd.outcomes, o)
-			}
-		}
-		if rd.disturbed() {
-			b.logf("replica round %d: disturbed (other tenants took up to %.0f%% of the machine): left out of the medians", n, 100*rd.maxForeign())
+	cs := b.lagContestants()
+	err = b.addRounds("replica", began, lagRoundsBudget, func() bool { return res.rounds.clean() >= b.s.rounds }, func(n int) error {
+		rd := round{n: n}
+		err := b.play(ctx, fmt.Sprintf("replica round %d, healthy standby", n), &rd, cs[:len(cs)-1], tpl, b.lagProbe(sb, false), eligible)
+		if err == nil {
+			err = b.play(ctx, fmt.Sprintf("replica round %d, slow standby", n), &rd, cs, tpl, b.lagProbe(sb, true), eligible)
 		}
 		res.rounds = append(res.rounds, rd)
+		return err
+	})
+	if err != nil {
+		return res, err
 	}
 	return res, b.drop(ctx, tpl)
 }
 
-// measureLag runs contestant c on a fresh copy of tpl with the standby caught up, healthy or on
-// its duty cycle, and watches the standby's lag from the start of the window until it has
-// replayed everything the contestant wrote.
-func (b *bench) measureLag(ctx context.Context, c contestant, tpl string, sb *standby, slow bool) (lagOutcome, error) {
-	lo := lagOutcome{slow: slow}
-	name := "sweepbench_" + c.db
-	u, err := b.clone(ctx, name, tpl)
-	if err != nil {
-		return lo, err
+// lagProbe has the standby caught up before each window, healthy or on its duty cycle during it,
+// and its lag watched from the start of the window until it has replayed everything the
+// contestant wrote.
+func (b *bench) lagProbe(sb *standby, slow bool) probe {
+	return probe{
+		// The standby replays the copy (CREATE DATABASE copies the files on the standby too) and
+		// the checkpoint before the window opens: the window's lag is the contestant's alone.
+		ready: func(ctx context.Context) error { return sb.waitCaughtUp(ctx, lagCatchUp) },
+		watch: func(ctx context.Context) (func(*outcome) error, error) {
+			conn, err := pgx.Connect(ctx, b.s.databaseURL)
+			if err != nil {
+				return nil, err
+			}
+			var duty *dutyCycle
+			if slow {
+				duty = sb.startDutyCycle(ctx, lagDutyPeriod, lagDutyPaused)
+			}
+			watch := replica.StartWatch(ctx, conn, lagSample)
+			return func(o *outcome) error {
+				defer conn.Close(context.Background())
+				ended := time.Now()
+				err := sb.waitCaughtUp(ctx, lagCatchUp)
+				o.slow, o.caughtUp = slow, time.Since(ended)
+				var watchErr, dutyErr error
+				o.peak, watchErr = watch.Stop()
+				if duty != nil {
+					o.cycles, dutyErr = duty.stop(sb)
+				}
+				return errors.Join(err, watchErr, dutyErr)
+			}, nil
+		},
 	}
-	defer b.drop(context.WithoutCancel(ctx), name) //nolint:errcheck // best effort; the next run drops it too
-	if err := b.checkpoint(ctx); err != nil {
-		return lo, err
-	}
-	// The standby replays the copy (CREATE DATABASE copies the files on the standby too) and the
-	// checkpoint before the window opens: the window's lag is the contestant's alone.
-	if err := sb.waitCaughtUp(ctx, lagCatchUp); err != nil {
-		return lo, err
-	}
-	sweep, cleanup, err := c.setup(ctx, u)
-	if err != nil {
-		return lo, err
-	}
-	defer cleanup()
-	watchConn, err := pgx.Connect(ctx, b.s.databaseURL)
-	if err != nil {
-		return lo, err
-	}
-	defer watchConn.Close(context.Background())
-	var duty *dutyCycle
-	if slow {
-		duty = sb.startDutyCycle(ctx, lagDutyPeriod, lagDutyPaused)
-	}
-	watch := replica.StartWatch(ctx, watchConn, lagSample)
-	o, mark, err := b.window(ctx, u, sweep, false)
-	ended := time.Now()
-	if err == nil {
-		err = sb.waitCaughtUp(ctx, lagCatchUp)
-	}
-	lo.caughtUp = time.Since(ended)
-	peak, watchErr := watch.Stop()
-	var dutyErr error
-	if duty != nil {
-		lo.cycles, dutyErr = duty.stop(sb)
-	}
-	if err := errors.Join(err, watchErr, dutyErr); err != nil {
-		return lo, err
-	}
-	o.key, o.name = c.key, c.name
-	lo.outcome, lo.peak = o, peak
-	return lo, b.addWAL(ctx, &lo.outcome, mark)
 }
 
 // fmtBytes prints a byte count in MB (10^6), as the WAL column does.
 func fmtBytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
+
+// overLimit checks the throttled promise for one round: the peak replay lag is within the limit
+// plus that round's longest batch plus one pause of the duty cycle (the standby, paused, falls
+// further behind on WAL it already has, whatever the primary does; see dutyCycle).
+func overLimit(o outcome) (bound time.Duration, ok bool) {
+	bound = lagLimit + maxDuration(o.batchDurations()) + lagDutyPaused
+	return bound, o.peak.Replay <= bound
+}
+
+func state(slow bool) string {
+	if slow {
+		return "slow"
+	}
+	return "healthy"
+}
+
+func (b *bench) renderReplica(r replicaResult) string {
+	var w strings.Builder
+	b.header(&w, "Replica lag: a streaming standby behind each drain")
+	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible. Standby: PostgreSQL %s, `wal_receiver_status_interval=%s`; "+
+		"slow: its replay paused %s of every %s; lag sampled every %s. %s.\n\n",
+		fmtCount(int64(r.rows)), fmtCount(r.eligible), r.standbyPG, standbyStatusInterval, lagDutyPaused, lagDutyPeriod, lagSample, roundsNote(r.rounds))
+	as := acrossAll(r.rounds.counted())
+	peak := func(o outcome) time.Duration { return o.peak.Replay }
+	behind := func(o outcome) float64 { return float64(o.peak.Bytes) }
+	rail := func(f func(x across) string) func(x across) string {
+		return func(x across) string {
+			if x.key == "A" {
+				return ""
+			}
+			return f(x)
+		}
+	}
+	contestantTable(&w, as, []column{{"standby", func(x across) string { return state(x.slow) }}, colKey, colName, colTime, colRate,
+		{"÷ C>", func(x across) string { return fmt.Sprintf("%.2f", x.ratio(pickSlow(as, "C", x.slow))) }},
+		{"peak behind>", func(x across) string { return fmtBytes(int64(x.med(behind))) }},
+		{"worst>", func(x across) string { return fmtBytes(int64(x.most(behind))) }},
+		{"peak replay lag>", func(x across) string { return fmtDuration(x.medDur(peak)) }},
+		{"worst>", func(x across) string {
+			return fmtDuration(time.Duration(x.most(func(o outcome) float64 { return float64(peak(o)) })))
+		}},
+		{"caught up after>", func(x across) string {
+			return fmtDuration(x.medDur(func(o outcome) time.Duration { return o.caughtUp }))
+		}},
+		{"throttled>", rail(func(x across) string {
+			return fmtDuration(x.medDur(func(o outcome) time.Duration { return o.throttled }))
+		})},
+		{"sweepcron runs>", rail(func(x across) string {
+			return fmt.Sprintf("%.0f", x.med(func(o outcome) float64 { return float64(o.runs) }))
+		})},
+		colLongest, colWAL})
+	w.WriteString("Every round, in order:\n\n")
+	roundList(&w, r.rounds, func(_ round, o outcome) string {
+		part := fmt.Sprintf("%s/%s %s, %s / %s behind, caught up %s after", state(o.slow), o.key, fmtDuration(o.elapsed),
+			fmtBytes(o.peak.Bytes), fmtDuration(o.peak.Replay), fmtDuration(o.caughtUp))
+		if o.key != "A" {
+			part += fmt.Sprintf(", throttled %s in %d run(s)", fmtDuration(o.throttled), o.runs)
+		}
+		return part
+	})
+	t, th, ch := pickSlow(as, "T", true), pick(as, "T"), pick(as, "C")
+	if len(t.rounds) == 0 || len(th.rounds) == 0 {
+		return w.String()
+	}
+	// The throttled promise, round by round.
+	within := func(x across) (string, string) {
+		okAll := true
+		var bounds []string
+		for _, o := range x.rounds {
+			bound, ok := overLimit(o)
+			okAll = okAll && ok
+			rel := map[bool]string{true: "≤", false: ">"}[ok]
+			bounds = append(bounds, fmt.Sprintf("%s %s %s", fmtDuration(o.peak.Replay), rel, fmtDuration(bound)))
+		}
+		return strings.Join(bounds, "; "), verdict(okAll)
+	}
+	measured, ok := within(t)
+	rows := [][]string{{fmt.Sprintf("slow standby, T (`MAX_REPLICA_LAG=%s`): peak replay lag ≤ %s + the round's longest batch + one %s pause, every round",
+		lagLimit, fmtDuration(lagLimit), fmtDuration(lagDutyPaused)), measured, ok}}
+	if tb := pickSlow(as, "TB", true); len(tb.rounds) > 0 {
+		measured, ok := within(tb)
+		rows = append(rows, []string{fmt.Sprintf("for comparison, slow standby, TB (`MAX_REPLICA_LAG_BYTES=%d` too): the same bound", lagLimitBytes), measured, ok})
+	}
+	for _, x := range []across{pickSlow(as, "A", true), pickSlow(as, "C", true)} {
+		rows = append(rows, []string{fmt.Sprintf("slow standby, %s (%s): falls behind past %s, as far as the slowdown allows", x.key, x.name, fmtDuration(lagLimit)),
+			fmt.Sprintf("peak %s / %s behind, caught up %s after", fmtDuration(x.medDur(peak)), fmtBytes(int64(x.med(behind))),
+				fmtDuration(x.medDur(func(o outcome) time.Duration { return o.caughtUp }))), verdict(x.medDur(peak) > lagLimit)})
+	}
+	ratio, spread := th.ratio(ch), ch.most(outcome.rowsPerSec)/leastRate(ch)
+	rows = append(rows, []string{fmt.Sprintf("healthy standby: throttled rows/s ≥ %.1f × unthrottled (within noise; C's own rounds spread %.2f ×)", targetThrottleNoise, spread),
+		fmt.Sprintf("%.2f ×", ratio), verdict(ratio >= targetThrottleNoise)})
+	table(&w, []string{"target", "measured>", ""}, rows)
+	return w.String()
+}
+
+// leastRate is the smallest rows/s of x's rounds.
+func leastRate(x across) float64 {
+	m := x.rounds[0].rowsPerSec()
+	for _, o := range x.rounds {
+		m = min(m, o.rowsPerSec())
+	}
+	return m
+}

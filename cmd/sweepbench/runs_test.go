@@ -63,7 +63,7 @@ func TestRuns(t *testing.T) {
 			t.Fatalf("%d rounds, want 1", len(res.rounds))
 		}
 		var keys []string
-		for _, o := range res.rounds[0].outcomes {
+		for _, o := range res.rounds[0].contestants {
 			state := "healthy"
 			if o.slow {
 				state = "slow"
@@ -79,9 +79,9 @@ func TestRuns(t *testing.T) {
 		if got, want := strings.Join(keys, " "), "healthy/A healthy/C healthy/T slow/A slow/C slow/T slow/TB"; got != want {
 			t.Errorf("contestants %q, want %q", got, want)
 		}
-		out := renderReplica(b.machine, b.s, res)
+		out := b.renderReplica(res)
 		for _, want := range []string{generatedNote + " (sweepbench replica)", "# Replica lag",
-			"| slow | T | the rail, `MAX_REPLICA_LAG=1s`", "| target (issue 20) |", "healthy standby: throttled rows/s"} {
+			"| slow | T | the rail, `MAX_REPLICA_LAG=1s`", "| target |", "healthy standby: throttled rows/s"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
@@ -104,7 +104,7 @@ func TestRuns(t *testing.T) {
 			t.Fatalf("%d rounds, want 1", len(res.rounds))
 		}
 		perDay := int64(partMinRows / partDays)
-		for _, o := range res.rounds[0].outcomes {
+		for _, o := range res.rounds[0].contestants {
 			// Exactness is checked by the run itself; here, that the contestants did what they are
 			// named for. P and B delete the boundary's expired rows too, P′ and K do not.
 			wantDropped, minGone, maxGone := partExpired, partExpired*perDay, partExpired*perDay
@@ -122,9 +122,9 @@ func TestRuns(t *testing.T) {
 					o.key, o.dropped, o.gone, o.want, wantDropped, minGone, maxGone)
 			}
 		}
-		out := renderPartitions(b.machine, b.s, res)
+		out := b.renderPartitions(res)
 		for _, want := range []string{generatedNote + " (sweepbench partitions)", "sweepbench partitions -rows 10000",
-			"| P | the rail, `mode: partitions`", "| K | pg_partman", "| target (issue 17) |"} {
+			"| P | the rail, `mode: partitions`", "| K | pg_partman", "| target |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
@@ -158,9 +158,9 @@ func TestRuns(t *testing.T) {
 				}
 			}
 		}
-		out := renderPaths(b.machine, b.s, res)
+		out := b.renderPaths(res)
 		for _, want := range []string{generatedNote + " (sweepbench paths)", "# Access paths",
-			"sweepbench paths -rows 10000 -sparse-rows 100000", "| target (issue 16), median of rounds |"} {
+			"sweepbench paths -rows 10000 -sparse-rows 100000", "| target, median of rounds |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
@@ -181,7 +181,7 @@ func TestRuns(t *testing.T) {
 				t.Errorf("%s %.1f%%: %d heap and %d index outcomes, auto %q", p.layout, 100*p.share, len(p.heap), len(p.index), p.auto)
 			}
 		}
-		out := renderCrossover(b.machine, b.s, res)
+		out := b.renderCrossover(res)
 		for _, want := range []string{generatedNote + " (sweepbench crossover)", "sweepbench crossover -rows 10000", "`scattered_at`"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
@@ -284,7 +284,7 @@ func TestKeptFrom(t *testing.T) {
 }
 
 func TestOverLimit(t *testing.T) {
-	o := lagOutcome{outcome: outcome{batches: []batch{{took: 40 * time.Millisecond}, {took: 60 * time.Millisecond}}}}
+	o := outcome{batches: []batch{{took: 40 * time.Millisecond}, {took: 60 * time.Millisecond}}}
 	o.peak.Replay = lagLimit + 60*time.Millisecond + lagDutyPaused
 	if bound, ok := overLimit(o); !ok || bound != o.peak.Replay {
 		t.Errorf("at the bound: %s, %v", bound, ok)

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The tables of the paths run beyond today's dense notifications (cluster.go's template): a
-// sparse notifications table, River's job table, and the tables of the crossover run. Each is a
-// template database migrated as an operator's is (`api migrate up --demo`: the foreground needs
-// notifications and accounts in every one), seeded deterministically, then VACUUM ANALYZEd.
+// The runs' tables: the dense notifications table, a sparse one, River's job table and the
+// crossover run's. Each is a template database migrated as an operator's is (`api migrate up
+// --demo`: the foreground needs notifications and accounts in every one), seeded
+// deterministically, then VACUUM ANALYZEd; every contestant gets a copy of it.
 
 // riverSchemaFile is River's job table as its migrations leave it, kept for the adoption tests.
 const riverSchemaFile = "cmd/api/testdata/river.sql"
@@ -59,98 +59,101 @@ const (
 	queueCutoffSQL     = `SELECT now() - interval '24 hours'`
 )
 
-// newTemplate creates database name, migrated (sweeprail's and the demo schema) with the 1,000
-// accounts the foreground picks from, and returns a connection to it and the reference time of
-// the seed (the database's now()).
-func (b *bench) newTemplate(ctx context.Context, name string) (*pgx.Conn, time.Time, error) {
+// tableSpec is a template the runs copy: its table's DDL (beyond the migrations), its seed, its
+// indexes, and how its eligible rows are counted.
+type tableSpec struct {
+	name      string
+	ddl       func() (string, error)
+	seed      string
+	seedArgs  []any
+	post      string
+	tables    string
+	eligibles string
+}
+
+// The templates.
+var (
+	// dense is today's notifications: 80% eligible, the heap in age order.
+	dense = tableSpec{name: "tpl", seed: seedSQL, seedArgs: []any{denseRead, denseOf}, tables: "accounts, notifications", eligibles: eligibleSQL}
+	// sparse is notifications with 1% of rows eligible, scattered.
+	sparse = tableSpec{name: "sparse", seed: seedSQL, seedArgs: []any{sparseRead, sparseOf}, tables: "accounts, notifications", eligibles: eligibleSQL}
+	// queue is River's river_job with a backlog of completed jobs.
+	queue = tableSpec{name: "queue", ddl: func() (string, error) {
+		ddl, err := os.ReadFile(riverSchemaFile)
+		if err != nil {
+			return "", fmt.Errorf("read River's schema: %w (run the bench from the repository's root)", err)
+		}
+		return string(ddl), nil
+	}, seed: queueSeedSQL, tables: "accounts, notifications, river_job", eligibles: queueEligibleSQL}
+)
+
+// createMigrated creates database name, migrated by `api migrate up` with flags, and connects.
+func (b *bench) createMigrated(ctx context.Context, name string, flags ...string) (*pgx.Conn, error) {
 	if err := b.drop(ctx, name); err != nil {
-		return nil, time.Time{}, err
+		return nil, err
 	}
 	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)); err != nil {
-		return nil, time.Time{}, fmt.Errorf("create %s: %w", name, err)
+		return nil, fmt.Errorf("create %s: %w", name, err)
 	}
 	u := b.dbURL(name)
-	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), "migrate", "up", "--demo")
+	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), append([]string{"migrate", "up"}, flags...)...)
 	mig.Env = []string{"DATABASE_URL=" + u}
 	if out, err := mig.CombinedOutput(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("api migrate up: %w\n%s", err, out)
+		return nil, fmt.Errorf("api migrate up: %w\n%s", err, out)
 	}
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO accounts (email, display_name)
-		SELECT 'bench-' || a || '@example.com', 'Bench user ' || a FROM generate_series(1, 1000) a`); err != nil {
-		conn.Close(ctx)
-		return nil, time.Time{}, fmt.Errorf("seed accounts: %w", err)
-	}
-	var asOf time.Time
-	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&asOf); err != nil {
-		conn.Close(ctx)
-		return nil, time.Time{}, err
-	}
-	return conn, asOf, nil
+	return pgx.Connect(ctx, u)
 }
 
-// seedChunks runs seed for rows 1..rows in chunks of seedChunk, as (rows, lo, hi, asOf, extra...).
-func (b *bench) seedChunks(ctx context.Context, conn *pgx.Conn, what, seed string, rows int, asOf time.Time, extra ...any) error {
-	for lo := 1; lo <= rows; lo += seedChunk {
-		hi := min(lo+seedChunk-1, rows)
-		b.logf("seeding %s: rows %d..%d of %d", what, lo, hi, rows)
-		if _, err := conn.Exec(ctx, seed, append([]any{rows, lo, hi, asOf}, extra...)...); err != nil {
-			return fmt.Errorf("seed %s: %w", what, err)
+// template builds the seeded, migrated, vacuumed template of t with rows rows, named after its
+// size, and returns its name and how many rows are eligible.
+func (b *bench) template(ctx context.Context, t tableSpec, rows int) (string, int64, error) {
+	name := fmt.Sprintf("sweepbench_%s_%d", t.name, rows)
+	conn, err := b.createMigrated(ctx, name, "--demo")
+	if err != nil {
+		return "", 0, err
+	}
+	// The template must have no session when it is copied.
+	defer conn.Close(context.WithoutCancel(ctx))
+	// The 1,000 accounts the foreground picks from, and the reference time of the seed.
+	var asOf time.Time
+	steps := []string{`INSERT INTO accounts (email, display_name)
+		SELECT 'bench-' || a || '@example.com', 'Bench user ' || a FROM generate_series(1, 1000) a`}
+	if t.ddl != nil {
+		ddl, err := t.ddl()
+		if err != nil {
+			return "", 0, err
+		}
+		steps = append(steps, ddl)
+	}
+	for _, sql := range steps {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return "", 0, fmt.Errorf("%s: %s: %w", name, firstLine(sql), err)
 		}
 	}
-	return nil
-}
-
-// finishTemplate vacuums and analyzes the template's tables and counts the eligible rows.
-func (b *bench) finishTemplate(ctx context.Context, conn *pgx.Conn, name, tables, eligibleSQL string, rows int) (int64, error) {
+	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&asOf); err != nil {
+		return "", 0, err
+	}
+	// One INSERT per seedChunk rows, so that progress shows and no statement holds 5M rows' locks.
+	for lo := 1; lo <= rows; lo += seedChunk {
+		hi := min(lo+seedChunk-1, rows)
+		b.logf("seeding %s: rows %d..%d of %d", name, lo, hi, rows)
+		if _, err := conn.Exec(ctx, t.seed, append([]any{rows, lo, hi, asOf}, t.seedArgs...)...); err != nil {
+			return "", 0, fmt.Errorf("seed %s: %w", name, err)
+		}
+	}
 	b.logf("vacuum analyze %s", name)
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+tables); err != nil {
-		return 0, fmt.Errorf("vacuum analyze: %w", err)
+	for _, sql := range []string{t.post, "VACUUM ANALYZE " + t.tables} {
+		if sql == "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return "", 0, fmt.Errorf("%s: %s: %w", name, firstLine(sql), err)
+		}
 	}
 	var eligible int64
-	if err := conn.QueryRow(ctx, eligibleSQL).Scan(&eligible); err != nil {
-		return 0, fmt.Errorf("count eligible: %w", err)
+	if err := conn.QueryRow(ctx, t.eligibles).Scan(&eligible); err != nil {
+		return "", 0, fmt.Errorf("count eligible: %w", err)
 	}
 	b.logf("%s: %d rows, %d eligible (%.1f%%)", name, rows, eligible, 100*float64(eligible)/float64(rows))
-	return eligible, nil
-}
-
-// sparseTemplate is notifications with 1% of rows eligible, scattered.
-func (b *bench) sparseTemplate(ctx context.Context, rows int) (string, int64, error) {
-	name := fmt.Sprintf("sweepbench_sparse_%d", rows)
-	conn, asOf, err := b.newTemplate(ctx, name)
-	if err != nil {
-		return "", 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := b.seedChunks(ctx, conn, name, seedSQL, rows, asOf, sparseRead, sparseOf); err != nil {
-		return "", 0, err
-	}
-	eligible, err := b.finishTemplate(ctx, conn, name, "accounts, notifications", eligibleSQL, rows)
-	return name, eligible, err
-}
-
-// queueTemplate is River's river_job with a backlog of completed jobs.
-func (b *bench) queueTemplate(ctx context.Context, rows int) (string, int64, error) {
-	ddl, err := os.ReadFile(riverSchemaFile)
-	if err != nil {
-		return "", 0, fmt.Errorf("read River's schema: %w (run the bench from the repository's root)", err)
-	}
-	name := fmt.Sprintf("sweepbench_queue_%d", rows)
-	conn, asOf, err := b.newTemplate(ctx, name)
-	if err != nil {
-		return "", 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, string(ddl)); err != nil {
-		return "", 0, fmt.Errorf("create river_job: %w", err)
-	}
-	if err := b.seedChunks(ctx, conn, name, queueSeedSQL, rows, asOf); err != nil {
-		return "", 0, err
-	}
-	eligible, err := b.finishTemplate(ctx, conn, name, "accounts, notifications, river_job", queueEligibleSQL, rows)
-	return name, eligible, err
+	return name, eligible, nil
 }
