@@ -66,7 +66,7 @@ func newBench(ctx context.Context, s settings, logw io.Writer) (*bench, error) {
 	b.cpu = newCPUMeter(postmaster.ppid, b.machine.cores)
 	b.logf("%s; PostgreSQL %s, fsync %s", b.machine.cpu, b.machine.pgVersion, b.machine.fsync)
 	if b.machine.fsync != "on" {
-		// The issue asks for realistic numbers: without fsync every commit is free and the
+		// Realistic numbers need fsync: without it every commit is free and the
 		// monolithic DELETE's WAL never waits on the disk.
 		b.logf("warning: fsync is %s on the bench cluster; the numbers are not realistic", b.machine.fsync)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/demo"
 )
 
-// The partitions run (issue 17): retention by dropping whole partitions. One table, `events`,
+// The partitions run: retention by dropping whole partitions. One table, `events`,
 // -rows rows spread evenly over 100 daily partitions (UTC days) that end at
 // today's UTC midnight, managed by pg_partman (premade partitions ahead, its retention off in the
 // template); with a 30-day retention, 70 partitions lie wholly past the cutoff and one straddles
@@ -32,7 +32,7 @@ const (
 	partPremake = 4
 	// partMinRows keeps at least one row a day, so every partition has something to drop.
 	partMinRows = 10_000
-	// targetPartitions is issue 17's: the expired partitions gone through the rail within this.
+	// targetPartitions bounds the time the rail may take to drop the expired partitions.
 	targetPartitions = 2 * time.Second
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/replica"
 )
 
-// The replica-lag run (issue 20): a streaming standby of the bench cluster, and how far behind
+// The replica-lag run: a streaming standby of the bench cluster, and how far behind
 // each way of deleting the backlog leaves it. Every contestant deletes the eligible rows of a
 // fresh copy of the notifications template twice per round: once with the standby healthy, once
 // with it slowed by a duty cycle on its replay (see dutyCycle). No foreground runs: the question
