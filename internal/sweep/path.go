@@ -43,8 +43,8 @@ const (
 // and stays cheap per row, and the heap path, which reads every block, wins only from about a
 // quarter of the table; where the age is scattered over the heap (correlation 0: a status-like or
 // updated-in-place age), every row the index path deletes is a random page, and the heap path
-// wins from 2%. Both ends are measured, not guessed: docs/BENCHMARKS.md, "The access path's
-// crossover", swept the share with both paths forced, side by side in the same rounds. Between
+// wins from 2%. Both ends are measured, not guessed: docs/bench/crossover.md,
+// written by `make bench RUNS=crossover`, swept the share with both paths forced, side by side in the same rounds. Between
 // them the threshold moves with the correlation's square, as the planner moves an index scan's
 // cost between its random and its sequential bound.
 const (
