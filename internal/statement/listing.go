@@ -56,15 +56,16 @@ func List(p policy.Pass, set Set, arch *Archive) []Statement {
 			unlocked, locked = arch.Unlocked, arch.Locked
 		}
 		for _, form := range []struct {
-			name string
-			b    Batch
-		}{{"batch", unlocked}, {"batch retried after a held row lock, skipping held rows", locked}} {
+			name  string
+			b     Batch
+			retry bool
+		}{{"batch", unlocked, false}, {"batch retried after a held row lock, skipping held rows", locked, true}} {
 			add(form.name+", index path, first", paramBatch, form.b.Index)
 			add(form.name+", index path, resumed", paramAfter, form.b.IndexAfter)
 			switch {
 			case p.MaxRows > 0:
 				add(form.name+", heap path, capped by max_rows", paramCapped, form.b.HeapCapped)
-			case form.name == "batch" && set.HeapBare != "" && arch == nil:
+			case !form.retry && set.HeapBare != "":
 				add(form.name+", heap path", paramBlocks, set.HeapBare)
 			default:
 				add(form.name+", heap path", paramBlocks, form.b.Heap)

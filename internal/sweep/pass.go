@@ -357,7 +357,7 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lo
 	form := pr.batchForm(lock)
 	query, args := form.Heap, []any{pr.cutoff, pgtype.TID{BlockNumber: from, Valid: true}, pgtype.TID{BlockNumber: to, Valid: true}}
 	b.blocks, b.more = to-from, !pr.heap.done()
-	if !lock && pr.arch == nil && pr.st.HeapBare != "" {
+	if !lock && pr.st.HeapBare != "" {
 		tag, err := tx.Exec(ctx, pr.st.HeapBare, args...)
 		if err != nil {
 			return batchResult{}, err
