@@ -74,7 +74,8 @@ VALUES ('order', 'o-1', 'order.paid', '{}')`); err != nil {
 		{name: "populated, --force", populated: true, args: []string{"--force"}, seeds: true},
 		{name: "--force with --if-empty", args: []string{"--force", "--if-empty"}, refused: "contradict"},
 		{name: "empty database", seeds: true},
-		{name: "staging, empty database", appEnv: "staging", seeds: true},
+		{name: "development in another case, empty database", appEnv: "Development", seeds: true},
+		{name: "an APP_ENV that is neither", appEnv: "prod", refused: `APP_ENV="prod" is neither development nor production`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -152,6 +153,9 @@ func seedDemo(ctx context.Context, args []string, environ map[string]string, std
 	}
 	if *force && *ifEmpty {
 		return errors.New("seed-demo: --force and --if-empty contradict each other: choose one")
+	}
+	if err := config.CheckAppEnv(cmp.Or(environ["APP_ENV"], config.EnvDevelopment)); err != nil {
+		return fmt.Errorf("seed-demo refused: %w", err)
 	}
 	if env := environ["APP_ENV"]; config.Production(env) {
 		return fmt.Errorf("seed-demo refused: APP_ENV=%s: demo rows look real and carry no marker to remove them by (--force does not override this)", env)

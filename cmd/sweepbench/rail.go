@@ -81,7 +81,7 @@ func (b *bench) startRail(ctx context.Context, binDir, dbURL string, extraEnv []
 		"LISTEN_ADDR=127.0.0.1:0",
 		"INTERNAL_SIGNING_KEY=" + p.key,
 		"LOG_LEVEL=debug",
-		"APP_ENV=bench",
+		"APP_ENV=development",
 	}, extraEnv...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

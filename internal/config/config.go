@@ -68,11 +68,28 @@ const (
 	maxDryRunsCeiling = 64
 )
 
+// The two values APP_ENV may take, in any case.
+const (
+	EnvDevelopment = "development"
+	EnvProduction  = "production"
+)
+
 // Production reports whether appEnv (APP_ENV) names production, which turns on the strict rules:
 // no seed-demo, and no signing key with fewer than 16 distinct bytes. The comparison ignores
 // case and surrounding spaces, so "Production" is never the lenient mode by accident.
 func Production(appEnv string) bool {
-	return strings.EqualFold(strings.TrimSpace(appEnv), "production")
+	return strings.EqualFold(strings.TrimSpace(appEnv), EnvProduction)
+}
+
+// CheckAppEnv refuses an APP_ENV that is neither development nor production (in any case, spaces
+// around ignored). Anything else would boot with every production rule off: "prod" or "live"
+// is meant as production, and reading it as development is the one mistake that must not pass.
+func CheckAppEnv(appEnv string) error {
+	if v := strings.TrimSpace(appEnv); strings.EqualFold(v, EnvDevelopment) || strings.EqualFold(v, EnvProduction) {
+		return nil
+	}
+	return fmt.Errorf("APP_ENV=%q is neither %s nor %s (in any case): an unknown value would turn every production rule off",
+		appEnv, EnvDevelopment, EnvProduction)
 }
 
 // API is the API binary's configuration.

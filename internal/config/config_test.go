@@ -123,6 +123,8 @@ func TestLoadAPIAccepts(t *testing.T) {
 		{"key of one repeated byte outside production", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("a", 32)}},
 		{"production key of exactly 16 distinct bytes", map[string]string{
 			"APP_ENV": "production", "INTERNAL_SIGNING_KEY": strings.Repeat("0123456789abcdef", 2)}},
+		{"APP_ENV in any case", map[string]string{"APP_ENV": "DEVELOPMENT"}},
+		{"APP_ENV production in another case, spaced", map[string]string{"APP_ENV": " Production ", "INTERNAL_SIGNING_KEY": goodKey}},
 		{"key of exactly 32 bytes", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("k", 32)}},
 		{"replica lag limits empty: off", map[string]string{"MAX_REPLICA_LAG": "", "MAX_REPLICA_LAG_BYTES": ""}},
 		{"replica lag at its floor", map[string]string{"MAX_REPLICA_LAG": "100ms"}},
@@ -274,6 +276,9 @@ func TestLoadAPIMalformed(t *testing.T) {
 		tc{"MAX_CONCURRENT_DRY_RUNS abc", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "abc"}, "MAX_CONCURRENT_DRY_RUNS=abc: not a whole number"},
 		tc{"LISTEN_ADDR empty", map[string]string{"LISTEN_ADDR": ""}, "LISTEN_ADDR is set but empty (unset it for the default :8080)"},
 		tc{"APP_ENV empty", map[string]string{"APP_ENV": ""}, "APP_ENV is set but empty"},
+		tc{"APP_ENV prod", map[string]string{"APP_ENV": "prod"}, `APP_ENV="prod" is neither development nor production (in any case)`},
+		tc{"APP_ENV staging", map[string]string{"APP_ENV": "staging"}, `APP_ENV="staging" is neither development nor production`},
+		tc{"APP_ENV production with a typo", map[string]string{"APP_ENV": "productoin"}, `APP_ENV="productoin" is neither`},
 		tc{"DATABASE_URL empty", map[string]string{"DATABASE_URL": ""}, "DATABASE_URL is set but empty; it is required"},
 	)
 	for _, tt := range tests {

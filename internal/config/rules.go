@@ -90,6 +90,11 @@ func (r *report) checkAPI(c *API) {
 
 	r.checkKey("INTERNAL_SIGNING_KEY", c.SigningKey)
 	r.checkKey("INTERNAL_SIGNING_KEY_PREVIOUS", c.SigningKeyPrevious)
+	if r.ok("APP_ENV") {
+		if err := CheckAppEnv(c.AppEnv); err != nil {
+			r.addf("APP_ENV", "%v", err)
+		}
+	}
 	if Production(c.AppEnv) {
 		r.checkKeyVariety("INTERNAL_SIGNING_KEY", c.SigningKey)
 		r.checkKeyVariety("INTERNAL_SIGNING_KEY_PREVIOUS", c.SigningKeyPrevious)
