@@ -50,6 +50,8 @@ func TestServeRefusesBadConfiguration(t *testing.T) {
 			mention: []string{"SWEEP_RETENTION", "notifications.unread"}},
 		{name: "retention below the floor", env: map[string]string{"SWEEP_RETENTION": "notifications.read=5m"},
 			mention: []string{"SWEEP_RETENTION", "below the floor"}},
+		{name: "retention below a pass's own floor", env: map[string]string{"SWEEP_RETENTION": "audit-log.compliance=1h"},
+			mention: []string{"SWEEP_RETENTION", `"audit-log"`, `"compliance"`, "retention 1h", "min_retention of 365d"}},
 		{name: "arguments", args: []string{"--port", "80"}, mention: []string{"unexpected arguments"}},
 	}
 	for _, tc := range cases {

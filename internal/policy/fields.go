@@ -60,16 +60,16 @@ func (l *loader) integer(f map[string]*yaml.Node, key, sweep, pass string) (n in
 	return n, true, false
 }
 
-// retention reads a retention window: whole days ("30d") or a Go duration ("48h"). A bare 0 is a
-// YAML number, and is read as the zero window it means, for validatePass to refuse for what it is
-// rather than for its type.
-func retention(v *yaml.Node) (time.Duration, error) {
+// retention reads the window of field key: whole days ("30d") or a Go duration ("48h"). A bare 0
+// is a YAML number, and is read as the zero window it means, for validatePass to refuse for what
+// it is rather than for its type.
+func retention(key string, v *yaml.Node) (time.Duration, error) {
 	if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!str" && v.ShortTag() != "!!int" && v.ShortTag() != "!!float") {
-		return 0, fmt.Errorf("retention is %s: want a window such as 30d or 48h", describe(v))
+		return 0, fmt.Errorf("%s is %s: want a window such as 30d or 48h", key, describe(v))
 	}
 	d, err := config.ParseDays(v.Value)
 	if err != nil {
-		return 0, fmt.Errorf("retention: %w", err)
+		return 0, fmt.Errorf("%s: %w", key, err)
 	}
 	return d, nil
 }

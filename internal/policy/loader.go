@@ -212,11 +212,19 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	if v, ok := f["retention"]; !ok {
 		l.failf(n.Line, sweep, p.Name, "retention is required (such as 30d or 48h): a window by default would be a guess")
 		bad["retention"] = true
-	} else if d, err := retention(v); err != nil {
+	} else if d, err := retention("retention", v); err != nil {
 		l.failf(v.Line, sweep, p.Name, "%v", err)
 		bad["retention"] = true
 	} else {
 		p.Retention = d
+	}
+	if v, ok := f["min_retention"]; ok {
+		if d, err := retention("min_retention", v); err != nil {
+			l.failf(v.Line, sweep, p.Name, "%v", err)
+			bad["min_retention"] = true
+		} else {
+			p.MinRetention = d
+		}
 	}
 	p.Expiry = l.boolean(f, "expiry", sweep, p.Name)
 	p.TimeZone = str("time_zone")

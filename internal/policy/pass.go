@@ -73,6 +73,10 @@ type Pass struct {
 	Table     string        `json:"table"`
 	AgeColumn string        `json:"ageColumn"`
 	Retention time.Duration `json:"-"`
+	// MinRetention, when > 0, is the shortest retention the pass may ever be given: the policy's
+	// own floor (a compliance table's year), which an override such as SWEEP_RETENTION cannot
+	// go below.
+	MinRetention time.Duration `json:"-"`
 	// Expiry says the age column holds when the row expires rather than when it was made: the
 	// retention is then the grace after it, and may be zero.
 	Expiry bool `json:"expiry,omitempty"`
@@ -121,6 +125,7 @@ func CatalogPass(p Pass) wire.CatalogPass {
 	out := wire.CatalogPass{
 		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn,
 		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
+		MinRetentionSeconds: int64(p.MinRetention / time.Second),
 		Expiry: p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, MaxRows: p.MaxRows, AllowUnindexed: p.AllowUnindexed,

@@ -22,7 +22,7 @@ func catalogLiteral() []Spec {
 		}},
 		{Name: "audit-log", Passes: []Pass{
 			{Name: "operational", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'operational'", Retention: 90 * day},
-			{Name: "compliance", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'compliance'", Retention: 365 * day},
+			{Name: "compliance", Table: "audit_log", AgeColumn: "occurred_at", Where: "t.retention_bucket = 'compliance'", Retention: 365 * day, MinRetention: 365 * day},
 		}},
 		{Name: "outbox", Passes: []Pass{
 			{Name: "dispatched", Table: "outbox_events", AgeColumn: "dispatched_at", Where: "t.dispatched_at IS NOT NULL", Retention: 7 * day,
@@ -136,6 +136,14 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"alias to a value of the wrong type", onePass(strings.Replace(goodPass, "retention: 30d", "retention: 30d\n        keep_while_referenced_by: &g\n          - {table: x, column: y}", 1) +
 			"      - name: other\n        table: *g\n        age_column: read_at\n        retention: 1d\n"),
 			[]string{`p.yaml:8: pass "other" of sweep "notes": table is a list`}}, // the anchor's line
+		{"retention below min_retention", onePass(goodPass + "        min_retention: 90d\n"), []string{
+			`p.yaml:7: pass "read" of sweep "notes": retention 30d is below this pass's min_retention of 90d`}},
+		{"min_retention malformed", onePass(goodPass + "        min_retention: a year\n"), []string{
+			`p.yaml:8: pass "read" of sweep "notes": min_retention: `}},
+		{"min_retention a list", onePass(goodPass + "        min_retention: [1d]\n"), []string{
+			`p.yaml:8: pass "read" of sweep "notes": min_retention is a list`}},
+		{"min_retention negative", onePass(goodPass + "        min_retention: -1h\n"), []string{
+			`p.yaml:8: pass "read" of sweep "notes": min_retention -1h is negative`}},
 		{"table a list", onePass(strings.Replace(goodPass, "table: notifications", "table: [notifications]", 1)), []string{`p.yaml:5: pass "read" of sweep "notes": table is a list: want a string`}},
 		{"name a number", "sweeps:\n  - name: 2024\n    passes:\n" + goodPass, []string{`p.yaml:2: name is a number (2024): want a string (quote it`}},
 		{"batch_size a string", onePass(goodPass + "        batch_size: \"500\"\n"), []string{`p.yaml:8: pass "read" of sweep "notes": batch_size is a string ("500"): want a whole number`}},

@@ -58,6 +58,13 @@ func validatePass(p Pass) []problem {
 		add("allow_short_retention", "allow_short_retention has no effect with expiry: true (an expiry's grace may be anything from 0s): remove it")
 	} else if msg := checkRetention(p.Retention, p.AllowShortRetention, p.Expiry); msg != "" {
 		add("retention", "%s", msg)
+	} else if p.MinRetention > 0 && p.Retention < p.MinRetention {
+		add("retention", "retention %s is below this pass's min_retention of %s: the pass keeps its rows at least that long "+
+			"whatever SWEEP_RETENTION says; lower min_retention in the policy to shorten it",
+			formatDuration(p.Retention), formatDuration(p.MinRetention))
+	}
+	if p.MinRetention < 0 {
+		add("min_retention", "min_retention %s is negative: want the shortest window the pass may keep, such as 365d", formatDuration(p.MinRetention))
 	}
 	if msg := checkTimeZone(p.TimeZone); msg != "" {
 		add("time_zone", "%s", msg)

@@ -219,6 +219,11 @@ func TestWithRetention(t *testing.T) {
 		{"negative", map[string]time.Duration{"notifications.read": -time.Hour}, "below the floor"},
 		{"five minutes", map[string]time.Duration{"notifications.read": 5 * time.Minute}, "below the floor"},
 		{"unknown pass", map[string]time.Duration{"notifications.unread": time.Hour * 48}, `"notifications.unread" names no pass`},
+		// The generic floor is an hour; the compliance pass's own is a year.
+		{"below the pass's own floor", map[string]time.Duration{"audit-log.compliance": time.Hour},
+			"pass \"compliance\" of sweep \"audit-log\": retention 1h is below this pass's min_retention of 365d"},
+		{"a day below the pass's own floor", map[string]time.Duration{"audit-log.compliance": 364 * 24 * time.Hour}, "retention 364d is below this pass's min_retention of 365d"},
+		{"above the pass's own floor", map[string]time.Duration{"audit-log.compliance": 400 * 24 * time.Hour}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -234,6 +234,8 @@ type CatalogPass struct {
 	// Retention is a Go duration ("720h0m0s"); RetentionSeconds the same as a number.
 	Retention        string `json:"retention"`
 	RetentionSeconds int64  `json:"retentionSeconds"`
+	// MinRetentionSeconds is the pass's own retention floor (min_retention), 0 when it has none.
+	MinRetentionSeconds int64 `json:"minRetentionSeconds,omitempty"`
 	// Expiry: the age column holds when a row expires, and the retention is the grace after it.
 	Expiry bool `json:"expiry"`
 	// TimeZone is the zone a date or timestamp (without time zone) age column is read in: UTC,
