@@ -124,9 +124,8 @@ type Pass struct {
 func CatalogPass(p Pass) wire.CatalogPass {
 	out := wire.CatalogPass{
 		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn,
-		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second),
-		MinRetentionSeconds: int64(p.MinRetention / time.Second),
-		Expiry:              p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
+		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second), MinRetentionSeconds: int64(p.MinRetention / time.Second),
+		Expiry: p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,
 		BatchSize: p.BatchSize, MaxBatches: p.MaxBatches, MaxRows: p.MaxRows, AllowUnindexed: p.AllowUnindexed,
 		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
