@@ -84,6 +84,9 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 	if err != nil {
 		return err
 	}
+	// A guard or child covers a key of one column when it names the key's own pair: the
+	// referencing table and column, and the swept table's column the key points at. The same
+	// child column compared with another parent column would keep or delete by the wrong key.
 	covers := func(table, column, references string, fk foreignKey) (bool, error) {
 		if len(fk.columns) != 1 || column != fk.columns[0] || references != fk.refs[0] {
 			return false, nil
@@ -91,8 +94,20 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 		t, err := c.table(ctx, table)
 		return err == nil && t.oid == fk.oid, err
 	}
+	// nearMiss names a guard or child on the key's table and column that references another
+	// column of the swept table than the key does: its lookups would match the wrong rows.
+	nearMiss := func(what string, i int, table, column, references string, fk foreignKey) (string, error) {
+		if len(fk.columns) != 1 || column != fk.columns[0] || references == fk.refs[0] {
+			return "", nil
+		}
+		t, err := c.table(ctx, table)
+		if err != nil || t.oid != fk.oid {
+			return "", err
+		}
+		return fmt.Sprintf(" (%s %d references %s, but the key points at %s)", what, i+1, references, fk.refs[0]), nil
+	}
 	for _, fk := range keys {
-		covered, conditional := false, 0
+		covered, conditional, miss := false, 0, ""
 		for i, g := range p.Guards {
 			ok, err := covers(g.Table, g.Column, g.References, fk)
 			if err != nil {
@@ -104,13 +119,23 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 			case ok:
 				conditional = i + 1
 			}
+			if m, err := nearMiss("keep guard", i, g.Table, g.Column, g.References, fk); err != nil {
+				return err
+			} else if miss == "" {
+				miss = m
+			}
 		}
-		for _, ch := range p.DeleteWith {
+		for i, ch := range p.DeleteWith {
 			ok, err := covers(ch.Table, ch.Column, ch.References, fk)
 			if err != nil {
 				return err
 			}
 			covered = covered || ok
+			if m, err := nearMiss("delete_with", i, ch.Table, ch.Column, ch.References, fk); err != nil {
+				return err
+			} else if miss == "" {
+				miss = m
+			}
 		}
 		if covered {
 			continue
@@ -123,6 +148,7 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 		entry := fmt.Sprintf("{table: %s, column: %s, references: %s}", fk.table, fk.columns[0], fk.refs[0])
 		msg := fmt.Sprintf("table %q is referenced by %s: deleting a row it references fails the batch with SQLSTATE 23503, at every tick; keep such rows with keep_while_referenced_by: [%s], or delete the referencing rows in the same statement with delete_with: [%s]",
 			p.Table, fk, entry, entry)
+		msg += miss
 		if conditional > 0 {
 			msg += fmt.Sprintf(" (keep guard %d has a where: it keeps only the rows referenced by rows it holds, and the others would still fail the batch; add the delete_with to delete the rest with their parent)", conditional)
 		}

@@ -419,6 +419,40 @@ func TestDeleteWith(t *testing.T) {
 		})
 	})
 
+	// A guard or child on the key's own table and column, compared with a parent column the key
+	// does not point at, covers nothing: its lookups match another key's values.
+	t.Run("the check refuses a guard or child on another parent column", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.Pool(t)
+		exec(t, pool, schema+`ALTER TABLE events ADD COLUMN legacy_id bigint UNIQUE;
+			ALTER TABLE deliveries ADD COLUMN legacy_event_id bigint; CREATE INDEX ON deliveries (legacy_event_id);`)
+		refusal := func(key, action, hint string) string {
+			return fmt.Sprintf(`p.yaml:4: pass "terminal" of sweep "events": table "events" is referenced by foreign key %[1]s_event_id_fkey (%[1]s (event_id) → id, ON DELETE %[2]s): deleting a row it references fails the batch with SQLSTATE 23503, at every tick; keep such rows with keep_while_referenced_by: [{table: %[1]s, column: event_id, references: id}], or delete the referencing rows in the same statement with delete_with: [{table: %[1]s, column: event_id, references: id}]%[3]s`,
+				key, action, hint)
+		}
+		for _, tc := range []struct{ name, extra, want string }{
+			{"a keep guard", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id, references: legacy_id}\n" +
+				"        delete_with:\n          - {table: deliveries, column: event_id}\n",
+				refusal("receipts", "RESTRICT", " (keep guard 1 references legacy_id, but the key points at id)")},
+			{"a delete_with child", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id}\n" +
+				"        delete_with:\n          - {table: deliveries, column: event_id, references: legacy_id}\n",
+				refusal("deliveries", "NO ACTION", " (delete_with 1 references legacy_id, but the key points at id)")},
+			{"a keep guard on another child column", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id}\n" +
+				"          - {table: deliveries, column: legacy_event_id}\n",
+				refusal("deliveries", "NO ACTION", "")},
+			{"a delete_with child on another child column", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id}\n" +
+				"        delete_with:\n          - {table: deliveries, column: legacy_event_id}\n",
+				refusal("deliveries", "NO ACTION", "")},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := checkYAML(t, pool, family(tc.extra))
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("check says\n%v\nwant\n%s", err, tc.want)
+				}
+			})
+		}
+	})
+
 	// Mutant: the children keyed on the rows picked (or on the predicate) rather than on the rows
 	// the delete removed.
 	t.Run("a parent a concurrent change keeps, keeps its children", func(t *testing.T) {
