@@ -51,6 +51,13 @@ func TestRuns(t *testing.T) {
 		{"limit zero", "/internal/runs?limit=0", http.StatusBadRequest, "bad_request"},
 		{"limit too large", "/internal/runs?limit=100000", http.StatusBadRequest, "bad_request"},
 		{"unknown parameter", "/internal/runs?sweeps=notifications", http.StatusBadRequest, "bad_request"},
+		{"semicolon", "/internal/runs?sweep=notifications;limit=1000", http.StatusBadRequest, "bad_request"},
+		{"semicolon alone", "/internal/runs?;", http.StatusBadRequest, "bad_request"},
+		{"bad escape", "/internal/runs?sweep=%zz", http.StatusBadRequest, "bad_request"},
+		{"repeated parameter", "/internal/runs?limit=1&limit=1000", http.StatusBadRequest, "bad_request"},
+		{"repeated empty parameter", "/internal/runs?sweep=&sweep=", http.StatusBadRequest, "bad_request"},
+		{"catalog: unknown parameter", "/internal/sweeps?verbose=1", http.StatusBadRequest, "bad_request"},
+		{"catalog: semicolon", "/internal/sweeps?a;b", http.StatusBadRequest, "bad_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := h.signed(http.MethodGet, tc.target, "")
