@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,15 +48,19 @@ func (s *Store) Start(ctx context.Context, runID, sweep, requestID string) error
 }
 
 // Finish records a run's end and answer: it completes the row Start wrote, or writes the whole
-// row for a run that never started one (a skipped run, or one whose Start failed).
-func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string) error {
+// row for a run that never started one (a skipped run, or one whose Start failed). tables maps
+// each pass to its table, whose size it keeps with the pass; a size it cannot read leaves the
+// pass without one, and the row is still written.
+func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string, tables map[string]string) error {
 	if s == nil {
 		return nil
 	}
-	passes := make([]wire.HistoryPass, 0, len(res.Passes))
+	var names []string
 	for _, p := range res.Passes {
-		passes = append(passes, wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, Archived: p.Archived, PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason})
+		names = append(names, tables[p.Pass])
 	}
+	sizes, measureErr := s.measure(ctx, slices.DeleteFunc(names, func(n string) bool { return n == "" }))
+	passes := historyPasses(res, tables, sizes)
 	passJSON, err := json.Marshal(passes)
 	if err != nil {
 		return fmt.Errorf("record run end: %w", err)
@@ -77,9 +82,9 @@ ON CONFLICT (run_id) DO UPDATE SET finished_at = now(), stop_reason = EXCLUDED.s
 		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, res.Archived,
 		res.PartitionsDropped, res.ThrottledMs, passJSON, errJSON, requestID)
 	if err != nil {
-		return fmt.Errorf("record run end: %w", err)
+		return errors.Join(measureErr, fmt.Errorf("record run end: %w", err))
 	}
-	return nil
+	return measureErr
 }
 
 // Prune deletes at most a batch of the oldest runs past the retention, and reports how many.

@@ -66,6 +66,10 @@ func TestRunHistory(t *testing.T) {
 		len(done.Passes) != 1 || done.Passes[0].Deleted != 10 || done.RunID != res.RunID {
 		t.Errorf("run %+v", done)
 	}
+	// The swept table's size at the run's end, from the catalog.
+	if p := done.Passes[0]; p.Path != res.Passes[0].Path || p.TableRows == nil || p.TableBytes == nil || *p.TableBytes <= 0 {
+		t.Errorf("pass %+v: want its path and its table's size", p)
+	}
 
 	t.Run("a run cut before its end keeps its start", func(t *testing.T) {
 		if err := store.Start(ctx, "0192a000-0000-7000-8000-000000000001", "notifications", ""); err != nil {

@@ -205,7 +205,9 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	defer func() {
 		end := r.cfg.Now()
 		res.DurationMs = end.Sub(start).Milliseconds()
-		r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Finish(ctx, res, opts.RequestID) })
+		r.record(db, log, func(ctx context.Context) error {
+			return r.cfg.History.Finish(ctx, res, opts.RequestID, passTables(spec))
+		})
 		r.record(db, log, func(ctx context.Context) error {
 			n, err := r.cfg.History.Prune(ctx)
 			if n > 0 {
@@ -287,6 +289,15 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		}
 	}
 	return res, nil
+}
+
+// passTables maps each pass of spec to its table, whose size the history keeps with the pass.
+func passTables(spec *policy.Spec) map[string]string {
+	out := make(map[string]string, len(spec.Passes))
+	for _, p := range spec.Passes {
+		out[p.Name] = p.Table
+	}
+	return out
 }
 
 // record runs one write of the run history under the statement timeout. A history that cannot be

@@ -203,6 +203,16 @@ type HistoryPass struct {
 	Archived          int64      `json:"archived"`
 	PartitionsDropped int64      `json:"partitionsDropped"`
 	StopReason        StopReason `json:"stopReason"`
+	// Path is the access path the pass took, as PassResult.Path; "" in runs recorded before the
+	// history kept it.
+	Path string `json:"path,omitempty"`
+	// TableRows is the planner's estimate of the rows of the pass's table at the run's end
+	// (pg_class.reltuples, summed over the leaf partitions); -1 when it was never analyzed.
+	// TableBytes is its total size then: heap, TOAST and indexes (pg_total_relation_size, summed
+	// likewise). Both are catalog reads, no scan; null when not measured (a table that was gone,
+	// a run recorded before the history kept them).
+	TableRows  *int64 `json:"tableRows"`
+	TableBytes *int64 `json:"tableBytes"`
 }
 
 // The range of GET /internal/runs's limit.
