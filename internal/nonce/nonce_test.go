@@ -2,13 +2,16 @@ package nonce_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/nonce"
+	"github.com/sweeprail/sweeprail/internal/signing"
 )
 
 func TestStore(t *testing.T) {
@@ -32,12 +35,71 @@ func TestStore(t *testing.T) {
 		if err != nil || purged != 2 {
 			t.Fatalf("purge: %d %v, want the 2 expired", purged, err)
 		}
-		var left int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM sweeprail.replay_nonce`).Scan(&left); err != nil || left != 1 {
-			t.Fatalf("%d nonces left (%v), want the live one", left, err)
+		if left := count(t, pool); left != 1 {
+			t.Fatalf("%d nonces left, want the live one", left)
 		}
 		if fresh, err := s.Admit(ctx, old, time.Now().Add(time.Minute)); err != nil || !fresh {
 			t.Fatalf("admit after purge: %t %v", fresh, err)
 		}
 	})
+}
+
+// TestVerifierFlood: a key holder's flood fills a replica's replay cache; valid requests with
+// fresh nonces are still accepted, because the shared store's unique key decides once the cache
+// is full, and replays are still refused, whether their nonce is in the cache or only in the
+// store, and by another replica too.
+func TestVerifierFlood(t *testing.T) {
+	t.Parallel()
+	const (
+		cacheSize = 100
+		flood     = 1000
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pool := dbtest.Pool(t)
+	key := [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+	now := time.Now()
+	verifier := func() *signing.Verifier {
+		return signing.NewVerifier(key, time.Minute, func() time.Time { return now }, cacheSize).WithStore(nonce.New(pool))
+	}
+	v := verifier()
+	nonces := make([]string, flood)
+	send := func(v *signing.Verifier, n string) error {
+		h := signing.Sign(key, now, n, "POST", "/internal/sweep-notifications", "", []byte("{}"))
+		return v.VerifyContext(ctx, h, "POST", "/internal/sweep-notifications", "", []byte("{}"))
+	}
+	for i := range nonces {
+		nonces[i] = signing.NewNonce()
+		if err := send(v, nonces[i]); err != nil {
+			t.Fatalf("request %d of %d (cache of %d): %v", i+1, flood, cacheSize, err)
+		}
+	}
+	if n := count(t, pool); n != flood {
+		t.Fatalf("the store holds %d nonces, want %d", n, flood)
+	}
+	for _, tc := range []struct {
+		name string
+		v    *signing.Verifier
+		n    string
+	}{
+		{"a replay of a nonce the cache holds", v, nonces[0]},
+		{"a replay of a nonce only the store holds", v, nonces[flood-1]},
+		{"a replay to another replica", verifier(), nonces[flood/2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var se *signing.Error
+			if err := send(tc.v, tc.n); !errors.As(err, &se) || se.Reason != signing.ReasonReplayed {
+				t.Fatalf("err %v, want %s", err, signing.ReasonReplayed)
+			}
+		})
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM sweeprail.replay_nonce`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

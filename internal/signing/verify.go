@@ -42,7 +42,8 @@ type ReplayStore interface {
 }
 
 // WithStore returns v checking every nonce the in-memory cache admits against store too. A store
-// that fails refuses the request (fail closed) with the store's error, which is no *Error.
+// that fails refuses the request (fail closed) with the store's error, which is no *Error. With a
+// store, a full cache refuses nothing: the store's unique key decides alone (see NewVerifier).
 func (v *Verifier) WithStore(store ReplayStore) *Verifier {
 	v.store = store
 	return v
@@ -52,13 +53,15 @@ func (v *Verifier) WithStore(store ReplayStore) *Verifier {
 // the keys are copied). maxAge is the replay window in both directions; now is the injected clock
 // (nil means time.Now); cacheSize bounds the replay cache of nonces.
 //
-// The replay cache fails closed: when cacheSize nonces are still inside their windows, a new
-// request that is otherwise valid is refused with ReasonReplayed rather than evicting a live
-// nonce, since evicting one would let its request be replayed. Only requests whose MAC passed are
-// recorded, so only a holder of a key can fill the cache, and it drains by itself within
-// 2×maxAge. Size it well above the authenticated request rate times 2×maxAge: callers pass
-// 100000, about 800 requests/s sustained with the default 60s window, for about 10 MB at most.
-// A cacheSize below 1 refuses every request.
+// The cache holds at most cacheSize live nonces and never evicts one, since an evicted nonce's
+// request could be replayed. When it is full, a verifier with a store (WithStore) checks the new
+// nonce against the store alone, whose unique key refuses a replay as surely: one key holder's
+// flood then costs the database a row per request, never another caller a refusal. Without a
+// store it fails closed, refusing an otherwise valid request with ReasonReplayed. Only requests
+// whose MAC passed are recorded, so only a holder of a key can fill the cache, and it drains by
+// itself within 2×maxAge. Callers pass 100000, about 800 requests/s sustained with the default
+// 60s window, for about 10 MB at most. A cacheSize below 1 leaves every nonce to the store, or
+// refuses every request without one.
 //
 // With no usable key, Verify refuses everything with ReasonBad (the API answers 503 before it
 // gets there; this is the last line).
@@ -119,8 +122,18 @@ func (v *Verifier) VerifyContext(ctx context.Context, header, method, path, rawQ
 
 	// The request can no longer pass after its window, so its nonce need not be remembered longer.
 	expires := signedAt.Add(v.maxAge)
-	if err := v.seen.admit(p.nonce, expires, now); err != nil || v.store == nil {
-		return err
+	switch v.seen.admit(p.nonce, expires, now) {
+	case cacheReplayed:
+		return &Error{Reason: ReasonReplayed, Detail: "nonce " + p.nonce.String() + " was already used within the window"}
+	case cacheFull:
+		if v.store == nil {
+			return &Error{Reason: ReasonReplayed, Detail: fmt.Sprintf(
+				"replay cache is full (%d live nonces) and there is no shared store; refusing rather than forgetting a nonce", v.seen.size)}
+		}
+		// Not remembered here: the store's unique key is the whole check for this nonce.
+	}
+	if v.store == nil {
+		return nil
 	}
 	fresh, err := v.store.Admit(ctx, p.nonce, expires)
 	switch {
@@ -291,9 +304,18 @@ func newReplayCache(size int) *replayCache {
 	return &replayCache{size: size, live: make(map[uuid.UUID]struct{}, min(max(size, 0), 1024))}
 }
 
-// admit records nonce, live until expires, or refuses it as replayed when it is already live or
-// when the cache is full of live nonces (fail closed, see NewVerifier).
-func (c *replayCache) admit(nonce uuid.UUID, expires, now time.Time) error {
+// cacheAnswer is what the replay cache says of a nonce.
+type cacheAnswer int
+
+const (
+	cacheAdmitted cacheAnswer = iota // new, and now remembered
+	cacheReplayed                    // live already: a replay
+	cacheFull                        // not seen, but not remembered either: the cache is full
+)
+
+// admit records nonce, live until expires. A nonce already live is a replay; a new one finds the
+// cache full when size nonces are live, and is then not recorded (see NewVerifier).
+func (c *replayCache) admit(nonce uuid.UUID, expires, now time.Time) cacheAnswer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// An entry is live while now ≤ expires, the same instant the request itself goes stale.
@@ -301,15 +323,14 @@ func (c *replayCache) admit(nonce uuid.UUID, expires, now time.Time) error {
 		delete(c.live, heap.Pop(&c.order).(entry).nonce)
 	}
 	if _, ok := c.live[nonce]; ok {
-		return &Error{Reason: ReasonReplayed, Detail: "nonce " + nonce.String() + " was already used within the window"}
+		return cacheReplayed
 	}
 	if len(c.live) >= c.size {
-		return &Error{Reason: ReasonReplayed, Detail: fmt.Sprintf(
-			"replay cache is full (%d live nonces); refusing rather than forgetting a nonce", len(c.live))}
+		return cacheFull
 	}
 	c.live[nonce] = struct{}{}
 	heap.Push(&c.order, entry{nonce: nonce, expires: expires})
-	return nil
+	return cacheAdmitted
 }
 
 // entry is one remembered nonce.
