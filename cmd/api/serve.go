@@ -137,12 +137,13 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	// server stopped accepting.
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
+	replay := nonce.New(pool)
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:     logger,
 		Runner:     runner,
 		History:    runs,
 		Pool:       probePool,
-		Verifier:   newVerifier(cfg, logger, nonce.New(pool)),
+		Verifier:   newVerifier(cfg, logger, replay),
 		Metrics:    m,
 		Gatherer:   reg,
 		RunContext: runCtx,
@@ -169,10 +170,21 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	// The actual address, for LISTEN_ADDR=:0: a test or a script reads the port from this line.
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 
+	// Expired nonces leave on a schedule of their own, in every replica: arriving requests
+	// purging them left a flood's rows in the table for as long as no request came.
+	purgeCtx, stopPurge := context.WithCancel(context.WithoutCancel(ctx))
+	purged := make(chan struct{})
+	go func() {
+		defer close(purged)
+		replay.Run(purgeCtx, nonce.PurgeInterval, logger)
+	}()
+	stopPurging := func() { stopPurge(); <-purged }
+
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
+		stopPurging()
 		pool.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
@@ -183,6 +195,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	defer cancel()
 	err = srv.Shutdown(graceCtx)
 	<-served // http.ErrServerClosed, at once
+	stopPurging()
 	if err != nil {
 		// Cut what is left. A batch still in flight keeps its connection until its statement
 		// ends; waiting for it would overrun the grace further, and PostgreSQL rolls the

@@ -3,6 +3,7 @@ package nonce_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -42,6 +43,65 @@ func TestStore(t *testing.T) {
 			t.Fatalf("admit after purge: %t %v", fresh, err)
 		}
 	})
+}
+
+// TestPurge: one purge takes a flood's expired nonces in bounded statements, never a live one,
+// and stops at its bound, leaving the rest to the next interval.
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name            string
+		expired, live   int
+		purged, remains int64
+	}{
+		{"a flood's expired nonces, in one purge", 30_000, 10, 30_000, 10},
+		{"at most the bound in one purge", 100_003, 0, 100_000, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			if _, err := pool.Exec(ctx, `INSERT INTO sweeprail.replay_nonce
+SELECT gen_random_uuid(), now() - interval '1 second' * (1 + g % 600) FROM generate_series(1, $1) g
+UNION ALL SELECT gen_random_uuid(), now() + interval '1 minute' FROM generate_series(1, $2)`, tc.expired, tc.live); err != nil {
+				t.Fatal(err)
+			}
+			n, err := nonce.New(pool).Purge(ctx)
+			if err != nil || n != tc.purged {
+				t.Fatalf("purge: %d %v, want %d", n, err, tc.purged)
+			}
+			if left := count(t, pool); left != tc.remains {
+				t.Fatalf("%d nonces left, want %d", left, tc.remains)
+			}
+		})
+	}
+}
+
+// TestRun: expired nonces leave on the store's own schedule, with no request arriving.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	pool := dbtest.Pool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO sweeprail.replay_nonce
+SELECT gen_random_uuid(), now() - interval '1 minute' FROM generate_series(1, 12000)
+UNION ALL SELECT gen_random_uuid(), now() + interval '1 hour' FROM generate_series(1, 5)`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nonce.New(pool).Run(ctx, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	}()
+	// A condition, not a duration: the first tick purges everything expired.
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, pool) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nonces left after 30s, want the 5 live ones", count(t, pool))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
 }
 
 // TestVerifierFlood: a key holder's flood fills a replica's replay cache; valid requests with
