@@ -235,6 +235,9 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 	if c, ok := f["delete_with"]; ok {
 		p.DeleteWith = l.children(c, sweep, p.Name, record, bad)
 	}
+	if c, ok := f["cascades"]; ok {
+		p.Cascades = l.tables(c, sweep, p.Name, record, bad)
+	}
 	p.Mode = ModeBatched
 	if m := str("mode"); m != "" {
 		p.Mode = Mode(m)
@@ -273,7 +276,7 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 			continue
 		}
 		lineOf := line(pr.field)
-		if strings.HasPrefix(pr.field, "guard.") || strings.HasPrefix(pr.field, "delete_with.") {
+		if strings.HasPrefix(pr.field, "guard.") || strings.HasPrefix(pr.field, "delete_with.") || strings.HasPrefix(pr.field, "cascades.") {
 			if lineOf = l.pol.Line(sweep, p.Name, pr.field); lineOf == 0 {
 				lineOf = n.Line
 			}
@@ -301,6 +304,30 @@ func (l *loader) children(n *yaml.Node, sweep, pass string, record bool, bad map
 		func(f map[string]string) {
 			out = append(out, Child{Table: f["table"], Column: f["column"], References: cmp.Or(f["references"], "id")})
 		})
+	return out
+}
+
+// tables reads cascades: a list of table names, each recorded as "cascades.<i>"; an entry that
+// is no string is refused and marked in bad.
+func (l *loader) tables(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []string {
+	if n.Kind != yaml.SequenceNode {
+		l.failf(n.Line, sweep, pass, "cascades is %s: want a list of table names ([access_tokens, sessions])", describe(n))
+		bad["cascades"] = true
+		return nil
+	}
+	var out []string
+	for i, en := range n.Content {
+		at := fmt.Sprintf("cascades.%d", i)
+		if record {
+			l.pol.lines[fieldKey{sweep, pass, at}] = en.Line
+		}
+		if en.Kind != yaml.ScalarNode || en.ShortTag() != "!!str" || strings.TrimSpace(en.Value) == "" {
+			l.failf(en.Line, sweep, pass, "a cascades entry is %s: want a table name", describe(en))
+			bad[at] = true
+			continue
+		}
+		out = append(out, en.Value)
+	}
 	return out
 }
 

@@ -89,6 +89,10 @@ type Pass struct {
 	Guards []Guard `json:"guards,omitempty"`
 	// DeleteWith are the children deleted in the same statement as each batch of rows.
 	DeleteWith []Child `json:"deleteWith,omitempty"`
+	// Cascades names the tables the pass's deletes change through the schema's own ON DELETE
+	// CASCADE, SET NULL and SET DEFAULT keys (cascades): the policy check refuses a pass whose
+	// deletes reach a table it does not name, and runs count what each one lost.
+	Cascades []string `json:"cascades,omitempty"`
 	// Mode is how the pass deletes; empty means ModeBatched (normalized once, by normalize).
 	Mode Mode `json:"mode"`
 	// Function is called with the key of each eligible row in per-row mode.
@@ -131,6 +135,7 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		AllowShortRetention: p.AllowShortRetention, KeepDetached: p.KeepDetached, Boundary: p.Boundary,
 		ArchiveSchema: p.ArchiveSchema,
 		ArchiveTo:     p.ArchiveTo,
+		Cascades:      append([]string{}, p.Cascades...),
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id"), Where: g.Where})

@@ -21,7 +21,7 @@ const DefaultFile = "catalog.yaml"
 const (
 	keysTop   = "sweeps"
 	keysSweep = "name passes"
-	keysPass  = "name table age_column retention min_retention expiry time_zone where keep_while_referenced_by delete_with mode function key_column batch_size max_batches max_rows allow_unindexed allow_short_retention keep_detached boundary archive_to archive_schema"
+	keysPass  = "name table age_column retention min_retention expiry time_zone where keep_while_referenced_by delete_with cascades mode function key_column batch_size max_batches max_rows allow_unindexed allow_short_retention keep_detached boundary archive_to archive_schema"
 	keysGuard = "table column references where"
 	keysChild = "table column references"
 )
@@ -40,7 +40,7 @@ type Policy struct {
 
 // fieldKey locates one field: field "" is the sweep's or pass's own mapping; guards are
 // "guard.<i>" and "guard.<i>.<key>", delete_with's children "delete_with.<i>" and
-// "delete_with.<i>.<key>".
+// "delete_with.<i>.<key>", cascades' tables "cascades.<i>".
 type fieldKey struct{ sweep, pass, field string }
 
 // Line returns the line of a field, falling back to its pass, then its sweep; 0 when unknown

@@ -169,6 +169,7 @@ func validatePass(p Pass) []problem {
 			add("max_batches", "%s", msg)
 		}
 	}
+	out = append(out, checkCascades(p, mode)...)
 	if p.ArchiveTo != "" {
 		for _, msg := range checkArchiveTo(p, mode) {
 			add("archive_to", "%s", msg)

@@ -270,6 +270,8 @@ type CatalogPass struct {
 	Boundary      string `json:"boundary,omitempty"`
 	// ArchiveTo is the table each batch's rows are moved to as they are deleted; "" for none.
 	ArchiveTo string `json:"archiveTo,omitempty"`
+	// Cascades are the tables the pass's deletes change through the schema's ON DELETE keys.
+	Cascades []string `json:"cascades"`
 }
 
 // CatalogGuard is a keep guard: a row stays while a row of <table> for which <where> holds (any

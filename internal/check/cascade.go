@@ -1,0 +1,73 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
+)
+
+// cascades refuses a pass whose deletes change a table it does not name: every key with ON
+// DELETE CASCADE, SET NULL or SET DEFAULT that references a table the pass deletes from, and
+// recursively every key onto a table a CASCADE deletes from, reaches a table that must be in the
+// pass's cascades (statement.ReadCascades). Each table not named is refused once, with the
+// shortest chain that reaches it and both ways out: a keep guard, where the chain starts with a
+// key of one column on the swept table (the referenced row is kept, so the key never fires), or
+// naming the tables of the chain in cascades. A table named that no key reaches is refused too:
+// the list says what the pass deletes, and a stale entry would say more than it does. Per-row and
+// partitions passes are left alone, as foreignKeys leaves them.
+func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) error {
+	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {
+		return nil
+	}
+	g, err := statement.ReadCascades(ctx, c.pool, p)
+	if err != nil {
+		return fmt.Errorf("read cascading keys of %q: %w", p.Table, err)
+	}
+	named := map[uint32]bool{}
+	for i, name := range p.Cascades {
+		t, err := c.table(ctx, name)
+		if err != nil {
+			return err
+		}
+		if t.problem != "" {
+			c.fail(sweep, p.Name, fmt.Sprintf("cascades.%d", i), "cascades table %q %s", name, t.problem)
+			continue
+		}
+		named[t.oid] = true
+		if !slices.Contains(g.Reached(), t.oid) {
+			c.fail(sweep, p.Name, fmt.Sprintf("cascades.%d", i), "cascades names table %q, which no ON DELETE CASCADE, SET NULL or SET DEFAULT key reaches from table %q: remove it",
+				name, p.Table)
+		}
+	}
+	refused := map[uint32]bool{}
+	for i, e := range g.Edges {
+		if named[e.TableOID] || refused[e.TableOID] {
+			continue
+		}
+		refused[e.TableOID] = true
+		chain := g.Chain(i)
+		var tables []string
+		for _, ce := range chain {
+			if !named[ce.TableOID] && !slices.Contains(tables, ce.Table) {
+				tables = append(tables, ce.Table)
+			}
+		}
+		list := strings.Join(append(slices.Clone(p.Cascades), tables...), ", ")
+		out := fmt.Sprintf("say that they go too with cascades: [%s]", list)
+		if first := chain[0]; first.ParentOID == g.Root && len(first.Columns) == 1 {
+			out = fmt.Sprintf("keep the rows of %q that %s references with keep_while_referenced_by: [{table: %s, column: %s, references: %s}], or %s",
+				p.Table, first.Table, first.Table, first.Columns[0], first.Refs[0], out)
+		}
+		verb := "deletes rows of"
+		if !e.Deletes() {
+			verb = "changes rows of"
+		}
+		c.fail(sweep, p.Name, "cascades", "deleting from table %q %s table %q, which the pass does not name, through the schema's ON DELETE keys: %s (key %s); %s",
+			p.Table, verb, e.Table, statement.ChainText(chain), e.Key, out)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+)
+
+// checkCascades holds validatePass's rules for cascades: the tables a pass's deletes change
+// through the schema's own ON DELETE CASCADE, SET NULL and SET DEFAULT keys, named so that the
+// policy says everything a pass deletes. Which tables those are is the live schema's to say
+// (check.Policy walks the keys); here only the names and the mode.
+func checkCascades(p Pass, mode Mode) []problem {
+	var out []problem
+	add := func(field, format string, args ...any) {
+		out = append(out, problem{field: field, msg: fmt.Sprintf(format, args...)})
+	}
+	if len(p.Cascades) > 0 && (mode == ModePerRow || mode == ModePartitions) {
+		add("cascades", "cascades is for modes batched and single: in mode %s the %s, and the policy check does not follow its keys; remove it", mode,
+			map[Mode]string{ModePerRow: "function deletes", ModePartitions: "partitions are dropped"}[mode])
+	}
+	for i, t := range p.Cascades {
+		field := fmt.Sprintf("cascades.%d", i)
+		if err := checkRelationName(t); err != nil {
+			add(field, "cascades table %q: %v", t, err)
+		}
+		if j := slices.Index(p.Cascades, t); j < i {
+			add(field, "cascades names %s twice (entries %d and %d): keep one", t, j+1, i+1)
+		}
+		if t == p.Table {
+			// A key of the table onto itself is named by the table: its own rows go by the
+			// cascade too, and are counted apart from the pass's deleted.
+			continue
+		}
+		for _, c := range p.DeleteWith {
+			if c.Table == t {
+				add(field, "cascades names %s, which delete_with deletes already: a table is named once; keep it in delete_with if the pass deletes its rows by a key, or in cascades if the schema's ON DELETE keys do", t)
+			}
+		}
+	}
+	return out
+}

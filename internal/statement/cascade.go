@@ -1,0 +1,184 @@
+package statement
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+)
+
+// Cascades: the schema's own ON DELETE CASCADE, SET NULL and SET DEFAULT keys change other
+// tables when a pass deletes, in the batch's transaction, at the end of its statement. The graph
+// of those keys is read from the catalog (ReadCascades), starting at the tables a pass's
+// statement deletes from (its table and its delete_with children) and following each CASCADE to
+// the table it deletes from in turn; SET NULL and SET DEFAULT change rows without deleting them,
+// so the walk stops there. The policy check refuses a pass whose graph reaches a table the pass
+// does not name in cascades; the dry run counts what each one would lose (CascadeCount); a run
+// counts what each one lost from the transaction's own statistics (package sweep).
+
+// Edge is one foreign key whose ON DELETE action changes the referencing rows when a row it
+// references is deleted.
+type Edge struct {
+	// Key is the constraint's name.
+	Key string
+	// Parent is the referenced table, Table the referencing one, as the search_path shows them,
+	// with their oids.
+	Parent, Table       string
+	ParentOID, TableOID uint32
+	// Columns are the referencing columns, Refs the referenced ones, in key order.
+	Columns, Refs []string
+	// Action is CASCADE, SET NULL or SET DEFAULT.
+	Action string
+}
+
+// Deletes says whether the key deletes the referencing rows (CASCADE) rather than changing them.
+func (e Edge) Deletes() bool { return e.Action == "CASCADE" }
+
+// Graph is the cascading keys a pass's deletes reach.
+type Graph struct {
+	// Root is the swept table's oid; Children the delete_with tables', in policy order.
+	Root     uint32
+	Children []uint32
+	// Edges are the keys reached, breadth first: the first edge into a table is on the shortest
+	// chain to it.
+	Edges []Edge
+}
+
+// Chain is the keys from a table the pass deletes from to edge i, the first edge into each
+// table on the way: the chain a policy check shows.
+func (g *Graph) Chain(i int) []Edge {
+	chain := []Edge{g.Edges[i]}
+	for {
+		first := chain[0]
+		if first.ParentOID == g.Root || slices.Contains(g.Children, first.ParentOID) {
+			return chain
+		}
+		j := slices.IndexFunc(g.Edges, func(e Edge) bool { return e.TableOID == first.ParentOID && e.Deletes() })
+		if j < 0 || slices.ContainsFunc(chain, func(e Edge) bool { return e.Key == g.Edges[j].Key && e.TableOID == g.Edges[j].TableOID }) {
+			return chain
+		}
+		chain = append([]Edge{g.Edges[j]}, chain...)
+	}
+}
+
+// Reached are the oids of the tables the edges change, each once, in the order first reached.
+func (g *Graph) Reached() []uint32 {
+	var out []uint32
+	for _, e := range g.Edges {
+		if !slices.Contains(out, e.TableOID) {
+			out = append(out, e.TableOID)
+		}
+	}
+	return out
+}
+
+// ReadCascades reads the graph of pass p's cascading keys. A key from the swept table that an
+// unconditional keep guard covers (the same single column pair) never fires, since a referenced
+// row is kept; nor does one a delete_with child covers, since the statement deletes the
+// referencing rows itself. A partition's copy of a referencing table's key is left out, as the
+// policy check leaves it out of the blocking keys.
+func ReadCascades(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) (*Graph, error) {
+	oidOf := func(name string) (uint32, error) {
+		var oid *uint32
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1)::oid`, QuoteName(name)).Scan(&oid); err != nil {
+			return 0, fmt.Errorf("look up table %q: %w", name, err)
+		}
+		if oid == nil {
+			return 0, fmt.Errorf("table %q does not exist", name)
+		}
+		return *oid, nil
+	}
+	g := &Graph{}
+	var err error
+	if g.Root, err = oidOf(p.Table); err != nil {
+		return nil, err
+	}
+	// covered are the keys from the swept table that never fire: table oid, column, reference.
+	type pair struct {
+		oid             uint32
+		column, column2 string
+	}
+	var covered []pair
+	for _, gd := range p.Guards {
+		if gd.Where != "" {
+			continue
+		}
+		oid, err := oidOf(gd.Table)
+		if err != nil {
+			return nil, err
+		}
+		covered = append(covered, pair{oid, gd.Column, cmp.Or(gd.References, "id")})
+	}
+	for _, c := range p.DeleteWith {
+		oid, err := oidOf(c.Table)
+		if err != nil {
+			return nil, err
+		}
+		g.Children = append(g.Children, oid)
+		covered = append(covered, pair{oid, c.Column, cmp.Or(c.References, "id")})
+	}
+	queue := append([]uint32{g.Root}, g.Children...)
+	seen := slices.Clone(queue)
+	for len(queue) > 0 {
+		from := queue[0]
+		queue = queue[1:]
+		edges, err := cascadeKeys(ctx, pool, from)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range edges {
+			if from == g.Root && len(e.Columns) == 1 && slices.Contains(covered, pair{e.TableOID, e.Columns[0], e.Refs[0]}) {
+				continue
+			}
+			g.Edges = append(g.Edges, e)
+			if e.Deletes() && !slices.Contains(seen, e.TableOID) {
+				seen = append(seen, e.TableOID)
+				queue = append(queue, e.TableOID)
+			}
+		}
+	}
+	return g, nil
+}
+
+// cascadeKeys reads the keys referencing table oid whose ON DELETE changes the referencing rows.
+func cascadeKeys(ctx context.Context, pool *pgxpool.Pool, oid uint32) ([]Edge, error) {
+	rows, err := pool.Query(ctx, `
+SELECT con.conname, con.confrelid::regclass::text, con.confrelid, con.conrelid::regclass::text, con.conrelid,
+       ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY AS k(n, i)
+             JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i),
+       ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY AS k(n, i)
+             JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i),
+       CASE con.confdeltype WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END
+FROM pg_constraint con
+WHERE con.contype = 'f' AND con.confrelid = $1 AND con.confdeltype IN ('c', 'n', 'd')
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint pc WHERE pc.oid = con.conparentid AND pc.confrelid = con.confrelid)
+ORDER BY con.conrelid::regclass::text, con.conname`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read cascading foreign keys: %w", err)
+	}
+	edges, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Edge, error) {
+		var e Edge
+		err := r.Scan(&e.Key, &e.Parent, &e.ParentOID, &e.Table, &e.TableOID, &e.Columns, &e.Refs, &e.Action)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read cascading foreign keys: %w", err)
+	}
+	return edges, nil
+}
+
+// ChainText writes a chain as a policy check shows it: applications → access_tokens (CASCADE).
+func ChainText(chain []Edge) string {
+	var b strings.Builder
+	b.WriteString(chain[0].Parent)
+	for _, e := range chain {
+		fmt.Fprintf(&b, " → %s (%s)", e.Table, e.Action)
+	}
+	return b.String()
+}
