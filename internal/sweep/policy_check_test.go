@@ -304,7 +304,7 @@ func TestCheckPolicyMissingIndex(t *testing.T) {
 	exec(t, pool, "DROP INDEX notifications_read_at")
 	pol := policy.Default()
 	_, err := check.Policy(ctx, pool, pol)
-	want := `catalog.yaml:64: pass "read" of sweep "notifications": no index serves the batch select, so every batch would read all of table "notifications": create the index, or set allow_unindexed: true for a table that stays small: CREATE INDEX CONCURRENTLY ON notifications (read_at) WHERE read_at IS NOT NULL;`
+	want := `catalog.yaml:66: pass "read" of sweep "notifications": no index serves the batch select, so every batch would read all of table "notifications": create the index, or set allow_unindexed: true for a table that stays small: CREATE INDEX CONCURRENTLY ON notifications (read_at) WHERE read_at IS NOT NULL;`
 	if err == nil || err.Error() != want {
 		t.Fatalf("err =\n  %v\nwant\n  %s", err, want)
 	}
