@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
@@ -605,4 +606,59 @@ CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
 			t.Fatalf("with INSERT granted: %v", err)
 		}
 	})
+}
+
+// TestArchiveIsNotTheSweptTable spells the swept table as its own archive in every way a policy
+// can: each is refused, at load where the names alone say so, else by the check (the tables'
+// oids), and a run of specs that were never checked refuses it too, before anything is deleted.
+func TestArchiveIsNotTheSweptTable(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	exec(t, pool, `CREATE TABLE "AuditTrail" (LIKE audit_log INCLUDING ALL)`)
+	at := dbNow(t, pool)
+	seedAudit(t, pool, at, 30, 5)
+	exec(t, pool, `INSERT INTO "AuditTrail" OVERRIDING SYSTEM VALUE SELECT * FROM audit_log`)
+	const where = "where: t.retention_bucket = 'operational'"
+	for _, tc := range []struct {
+		name, table, archive string
+		// atLoad is the loader's refusal; "" when the names differ and the live schema must tell.
+		atLoad string
+	}{
+		{"bare", "audit_log", "audit_log", `archive_to "audit_log" is the swept table itself: name another table`},
+		{"quoted", "audit_log", `'"audit_log"'`, `archive_to "\"audit_log\"": write the name without quotes`},
+		{"schema-qualified", "audit_log", "public.audit_log", ""},
+		{"the swept table schema-qualified", "public.audit_log", "audit_log", ""},
+		{"a name SQL must quote, schema-qualified", "AuditTrail", "public.AuditTrail", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := policyYAML(passYAML(tc.table, "occurred_at", where, "archive_to: "+tc.archive))
+			pol, err := policy.Load("p.yaml", []byte(yaml))
+			if tc.atLoad != "" {
+				if want := `p.yaml:9: pass "p" of sweep "s": ` + tc.atLoad; err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("load: %v\nwant %s", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			_, err = check.Policy(ctx, pool, pol)
+			want := fmt.Sprintf(`p.yaml:9: pass "p" of sweep "s": archive_to %q is the swept table itself: name another table`, tc.archive)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("check: %v\nwant %s", err, want)
+			}
+			table := strings.TrimPrefix(tc.table, "public.")
+			before := count(t, pool, fmt.Sprintf(`SELECT count(*) FROM %q`, table))
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
+			res := run(t, r, "s")
+			want = fmt.Sprintf(`archive_to %q is the swept table %q itself`, tc.archive, tc.table)
+			if res.StopReason != wire.StopBatchError || res.Error == nil || !strings.Contains(res.Error.Message, want) ||
+				res.Deleted != 0 || res.Archived != 0 || res.BatchCount != 0 {
+				t.Fatalf("run: %+v (error %+v), want batch-error %q before any batch", res, res.Error, want)
+			}
+			if n := count(t, pool, fmt.Sprintf(`SELECT count(*) FROM %q`, table)); n != before {
+				t.Fatalf("%s holds %d rows after the run, %d before", table, n, before)
+			}
+		})
+	}
 }

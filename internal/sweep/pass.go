@@ -77,7 +77,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 	if pr.p.ArchiveTo != "" {
 		if err := pr.prepareArchive(); err != nil {
 			pr.out.StopReason = wire.StopBatchError
-			return pr.out, fmt.Errorf("read the columns to archive: %w", err)
+			return pr.out, fmt.Errorf("prepare the archive: %w", err)
 		}
 	}
 	if err := pr.choosePath(); err != nil {
@@ -418,12 +418,16 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 	return b, nil
 }
 
-// prepareArchive reads the swept table's columns and writes the run's archive statements with
-// them (statement/archive.go): a list read per run, so that a column added to both tables by a migration is
-// archived from the next run on, without a restart.
+// prepareArchive refuses an archive that is the swept table, reads the swept table's columns and
+// writes the run's archive statements with them (statement/archive.go): a list read per run, so
+// that a column added to both tables by a migration is archived from the next run on, without a
+// restart.
 func (pr *passRun) prepareArchive() error {
 	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
 	defer cancel()
+	if err := refuseSelfArchive(ctx, pr.r.cfg.Pool, pr.p); err != nil {
+		return err
+	}
 	cols, err := statement.ReadColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@
 //	path.go         the access paths, the survey they are chosen from, per pass and run
 //	heaprange.go    the heap path's block ranges
 //	partitions.go   mode partitions: detach and drop, then the boundary's batches
+//	archive.go      archive_to's run-time refusal of the swept table as its own archive
 //	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
 //
 // The answers the API serves are the types of package wire.

@@ -1,0 +1,28 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
+)
+
+// refuseSelfArchive fails when pass p's archive_to is its swept table under another spelling
+// (audit_log and public.audit_log). Such a pass deletes each batch's rows and inserts them back:
+// history says deleted and archived, and nothing is ever retained less. The policy check refuses
+// it at boot by the tables' oids; a run asks again, since the specs may not have been checked and
+// a schema change (a search_path, a table renamed into place) can make two names one table later.
+func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) error {
+	var same bool
+	if err := pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1) = to_regclass($2), false)`,
+		statement.QuoteName(p.Table), statement.QuoteName(p.ArchiveTo)).Scan(&same); err != nil {
+		return fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
+	}
+	if same {
+		return fmt.Errorf("archive_to %q is the swept table %q itself: name another table", p.ArchiveTo, p.Table)
+	}
+	return nil
+}
