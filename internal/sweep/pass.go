@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -192,8 +194,10 @@ func (pr *passRun) adapt(b batchResult, took time.Duration) {
 }
 
 // throttle waits while a standby lags past the configured limits, at most until the run's
-// deadline. Shutdown ends the wait, and the caller's next stop check says so; a failed lag read is
-// the pass's error (a role without pg_monitor, a primary that became a standby).
+// deadline. Shutdown ends the wait, and the caller's next stop check says so. A lag read that
+// fails is a *lagError, which stops the run: without the lag the limits cannot be kept, and a
+// batch run blind is the WAL burst they hold back (a role that lost pg_monitor, a primary that
+// became a standby, a read that timed out).
 func (pr *passRun) throttle() error {
 	if !pr.r.cfg.Throttle.Enabled() {
 		return nil
@@ -202,10 +206,30 @@ func (pr *passRun) throttle() error {
 	pr.out.ThrottledMs += waited.Milliseconds()
 	pr.r.cfg.Metrics.Throttled(pr.sweep, waited)
 	if err != nil && pr.ctx.Err() == nil {
-		return fmt.Errorf("read replica lag: %w", err)
+		return &lagError{limits: pr.r.cfg.Throttle.Limits(), err: err}
 	}
 	return nil
 }
+
+// lagError is a failed read of the replica lag before a batch. The run stops at it: the passes
+// after it would run their batches against the same standbys, and no batch starts blind.
+type lagError struct {
+	limits replica.Limits
+	err    error
+}
+
+func (e *lagError) Error() string {
+	var limits []string
+	if e.limits.MaxLag > 0 {
+		limits = append(limits, "MAX_REPLICA_LAG "+e.limits.MaxLag.String())
+	}
+	if e.limits.MaxLagBytes > 0 {
+		limits = append(limits, fmt.Sprintf("MAX_REPLICA_LAG_BYTES %d", e.limits.MaxLagBytes))
+	}
+	return fmt.Sprintf("no batch runs while the replica lag cannot be read (%s): %v", strings.Join(limits, ", "), e.err)
+}
+
+func (e *lagError) Unwrap() error { return e.err }
 
 // stop reports why the pass must not start another batch, or "" to go on. Shutdown is checked
 // first: a stopping server answers promptly whatever budget is left.

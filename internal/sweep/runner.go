@@ -287,6 +287,12 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 				res.Error = errorInfo(perr, p.Name)
 			}
 		}
+		// The standbys' lag is the run's, not the pass's: the passes after a failed read would
+		// delete against the same standbys, so they do not start.
+		var lagErr *lagError
+		if errors.As(perr, &lagErr) {
+			break
+		}
 	}
 	return res, nil
 }
