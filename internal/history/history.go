@@ -1,6 +1,7 @@
 // Package history owns the run history: table sweeprail.run, one row per run, written at the
 // run's start and completed at its end, listed by GET /internal/runs and pruned past its
-// retention by every run.
+// retention by every run. Answers that ran nothing because the lease was held share one row per
+// sweep and minute, which counts them (skip.go).
 package history
 
 import (
@@ -55,6 +56,9 @@ func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string, 
 	if s == nil {
 		return nil
 	}
+	if coalesced(res) {
+		return s.skip(ctx, res, requestID)
+	}
 	var names []string
 	for _, p := range res.Passes {
 		names = append(names, tables[p.Pass])
@@ -108,7 +112,7 @@ func (s *Store) List(ctx context.Context, sweep string, limit int) ([]wire.Histo
 	}
 	rows, err := s.pool.Query(ctx, `
 SELECT run_id::text, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
-       partitions_dropped, throttled_ms, passes, error, request_id
+       partitions_dropped, throttled_ms, passes, error, request_id, requests
 FROM sweeprail.run WHERE ($1 = '' OR sweep = $1) ORDER BY started_at DESC, run_id DESC LIMIT $2`, sweep, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
@@ -118,7 +122,7 @@ FROM sweeprail.run WHERE ($1 = '' OR sweep = $1) ORDER BY started_at DESC, run_i
 		var stop *string
 		var passes, errJSON []byte
 		if err := r.Scan(&h.RunID, &h.Sweep, &h.StartedAt, &h.FinishedAt, &stop, &h.Truncated, &h.Skipped, &h.Deleted,
-			&h.Archived, &h.PartitionsDropped, &h.ThrottledMs, &passes, &errJSON, &h.RequestID); err != nil {
+			&h.Archived, &h.PartitionsDropped, &h.ThrottledMs, &passes, &errJSON, &h.RequestID, &h.Requests); err != nil {
 			return h, err
 		}
 		if stop != nil {

@@ -1,6 +1,9 @@
 package sweep_test
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +81,79 @@ func TestRunHistory(t *testing.T) {
 		runs, err := store.List(ctx, "notifications", 1)
 		if err != nil || len(runs) != 1 || runs[0].FinishedAt != nil || runs[0].StopReason != nil {
 			t.Fatalf("%+v %v, want an unfinished run", runs, err)
+		}
+	})
+}
+
+// TestLeaseHeldAnswersCoalesced: a flood of requests against a held lease adds a row per sweep and
+// minute, not per request, and the row keeps how many answers it stands for, from when to when,
+// and the last request's id.
+func TestLeaseHeldAnswersCoalesced(t *testing.T) {
+	t.Parallel()
+	const (
+		requests = 300
+		workers  = 6
+	)
+	pool := dbtest.Pool(t)
+	store := history.New(pool, 30*24*time.Hour)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), History: store})
+	exec(t, pool, `INSERT INTO sweeprail.sweep_lock VALUES ('outbox', gen_random_uuid(), now(), now() + interval '1 hour')`)
+
+	ids := make(chan string, requests)
+	for i := range requests {
+		ids <- fmt.Sprintf("req-%03d", i)
+	}
+	close(ids)
+	var wg sync.WaitGroup
+	errs := make(chan error, requests)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				res, err := r.Run(ctx, "outbox", sweep.Options{RequestID: id})
+				if err == nil && (!res.Skipped || res.StopReason != wire.StopLeaseHeld) {
+					err = fmt.Errorf("%s: %+v, want skipped lease-held", id, res)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	runs, err := store.List(ctx, "outbox", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One row per minute: two when the requests straddle a minute's end.
+	if len(runs) < 1 || len(runs) > 2 {
+		t.Fatalf("%d rows for %d lease-held answers, want one per minute", len(runs), requests)
+	}
+	var total int64
+	for _, run := range runs {
+		total += run.Requests
+		if !run.Skipped || run.StopReason == nil || *run.StopReason != wire.StopLeaseHeld || run.FinishedAt == nil ||
+			run.FinishedAt.Before(run.StartedAt) || !strings.HasPrefix(run.RequestID, "req-") {
+			t.Errorf("row %+v", run)
+		}
+	}
+	if total != requests {
+		t.Fatalf("the rows count %d answers, want %d", total, requests)
+	}
+
+	t.Run("a run that ran is still a row of its own", func(t *testing.T) {
+		exec(t, pool, `DELETE FROM sweeprail.sweep_lock`)
+		for range 2 {
+			run(t, r, "outbox")
+		}
+		if n := count(t, pool, `SELECT count(*) FROM sweeprail.run WHERE sweep = 'outbox' AND NOT skipped AND requests = 1`); n != 2 {
+			t.Fatalf("%d rows for 2 runs", n)
 		}
 	})
 }
