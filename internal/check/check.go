@@ -93,6 +93,8 @@ type columnInfo struct {
 	name, typ string
 	// temporal: a timestamp, timestamptz or date (or a domain over one), comparable with the cutoff.
 	temporal bool
+	// numeric: an integer or numeric type (or a domain over one), which can hold Unix time.
+	numeric bool
 	// kind is how the column compares with the cutoff, when temporal.
 	kind statement.Kind
 }
@@ -173,8 +175,14 @@ func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass, _ ti
 	}
 	if age, ok := tbl.column(p.AgeColumn); !ok {
 		c.fail(sweep, p.Name, "age_column", "column %q does not exist in table %q (columns: %s)", p.AgeColumn, p.Table, tbl.columnList())
-	} else if !age.temporal {
-		c.fail(sweep, p.Name, "age_column", "age column %q of table %q is %s, not a timestamp or date: the cutoff cannot be compared with it; name a timestamptz, timestamp or date column",
+	} else if p.AgeUnit != "" && !age.numeric {
+		c.fail(sweep, p.Name, "age_unit", "age_unit is for an integer or numeric column of Unix time, and age column %q of table %q is %s: remove age_unit (a date or time column is compared with the cutoff as it is)",
+			p.AgeColumn, p.Table, age.typ)
+	} else if p.AgeUnit == "" && age.numeric {
+		c.fail(sweep, p.Name, "age_column", "age column %q of table %q is %s, a number: if it holds Unix time, say in what unit with age_unit: seconds, milliseconds or microseconds; else name a timestamptz, timestamp or date column",
+			p.AgeColumn, p.Table, age.typ)
+	} else if p.AgeUnit == "" && !age.temporal {
+		c.fail(sweep, p.Name, "age_column", "age column %q of table %q is %s, not a timestamp or date: the cutoff cannot be compared with it; name a timestamptz, timestamp or date column (or an integer of Unix time, with age_unit)",
 			p.AgeColumn, p.Table, age.typ)
 	} else if err := c.timeZone(ctx, sweep, p, age); err != nil {
 		return err
@@ -233,6 +241,8 @@ func (c *checker) timeZone(ctx context.Context, sweep string, p policy.Pass, age
 	switch {
 	case p.TimeZone == "" || p.TimeZone == policy.TimeZoneUTC:
 		return nil
+	case p.AgeUnit != "":
+		return nil // validatePass refused a zone with age_unit
 	case age.kind == statement.Instant:
 		c.fail(sweep, p.Name, "time_zone", "time_zone has no effect: age column %q is %s, an instant, compared with the cutoff instant whatever the zone; remove time_zone (it is for date and timestamp without time zone columns)",
 			p.AgeColumn, age.typ)
@@ -274,7 +284,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 	}
 	for i, g := range p.Guards {
 		// The guard alone, then its where: a failure of the where points into it.
-		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, statement.Guard(policy.Guard{Table: g.Table, Column: g.Column, References: g.References}))
+		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, statement.Guard(policy.Guard{Table: g.Table, Column: g.Column, References: g.References}, c.ageKind(p)))
 		_, err := c.explain(ctx, false, q)
 		pgErr, err := pgProblem(err)
 		if err != nil {
@@ -288,7 +298,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		if g.Where == "" {
 			continue
 		}
-		cond := policy.WithCutoff(g.Where)
+		cond := statement.Condition(g.Where, c.ageKind(p))
 		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE EXISTS (SELECT 1 FROM %s AS g WHERE (", table, statement.QuoteName(g.Table))
 		_, err = c.explain(ctx, false, prefix+cond+"))", cutoffArgs(g.Where)...)
 		if pgErr, err = pgProblem(err); err != nil {
@@ -297,7 +307,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		if pgErr != nil {
 			c.fail(sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition does not compile: %s",
 				describePgError(pgErr, cond, utf8.RuneCountInString(explain.Prefix+prefix)))
-		} else if err := c.volatility(ctx, sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition", p.Table,
+		} else if err := c.volatility(ctx, sweep, p, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition",
 			fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", statement.QuoteName(g.Table), g.Where)); err != nil {
 			return err
 		}
@@ -316,7 +326,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		}
 	}
 	if p.Where != "" {
-		cond := policy.WithCutoff(p.Where)
+		cond := statement.Condition(p.Where, c.ageKind(p))
 		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE (", table)
 		_, err := c.explain(ctx, false, prefix+cond+")", cutoffArgs(p.Where)...)
 		pgErr, err := pgProblem(err)
@@ -326,7 +336,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		if pgErr != nil {
 			c.fail(sweep, p.Name, "where", "the condition does not compile: %s",
 				describePgError(pgErr, cond, utf8.RuneCountInString(explain.Prefix+prefix)))
-		} else if err := c.volatility(ctx, sweep, p.Name, "where", "the condition", p.Table, p.Where); err != nil {
+		} else if err := c.volatility(ctx, sweep, p, "where", "the condition", p.Where); err != nil {
 			return err
 		}
 	}
@@ -356,8 +366,10 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 // or operator: such a call can write (wipe_account in a subquery erased accounts past their grace)
 // or change the session (set_config), and would run even in a dry run's count, once per candidate
 // row. The condition is resolved in a transaction that is always rolled back; :cutoff stands as a
-// typed NULL there (a view holds no parameter), which calls nothing.
-func (c *checker) volatility(ctx context.Context, sweep, pass, field, what, table, condition string) error {
+// typed NULL there (a view holds no parameter, and the NULL has the cutoff's type in the pass's
+// conditions), which calls nothing.
+func (c *checker) volatility(ctx context.Context, sweep string, p policy.Pass, field, what, condition string) error {
+	pass, table := p.Name, p.Table
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -367,7 +379,7 @@ func (c *checker) volatility(ctx context.Context, sweep, pass, field, what, tabl
 		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
 		return fmt.Errorf("set timeouts: %w", err)
 	}
-	calls, err := volatileCalls(ctx, tx, table, policy.SubstituteCutoff(condition, policy.CutoffConst))
+	calls, err := volatileCalls(ctx, tx, table, policy.SubstituteCutoff(condition, statement.NullCutoff(c.ageKind(p))))
 	pgErr, err := pgProblem(err)
 	switch {
 	case err != nil:

@@ -241,7 +241,7 @@ const lookupPricing = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = o
 // alias g, correlated to t, its where in place) with lookupPricing, and reports whether the guard
 // table is read through an index condition on the guard column, by an index that leads with it.
 func (c *checker) conditionalGuardServed(ctx context.Context, p policy.Pass, g policy.Guard, cutoff time.Time) (bool, error) {
-	q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", statement.QuoteName(p.Table), statement.Guard(g))
+	q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", statement.QuoteName(p.Table), statement.Guard(g, c.ageKind(p)))
 	var args []any
 	if policy.UsesCutoff(g.Where) {
 		args = []any{cutoff}

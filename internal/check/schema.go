@@ -76,6 +76,8 @@ func (c *checker) columns(ctx context.Context, oid uint32) ([]columnInfo, error)
 SELECT a.attname, format_type(a.atttypid, a.atttypmod),
        (CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END)
          IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype),
+       (CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END)
+         IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype, 'numeric'::regtype),
        format_type(CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END, NULL)
 FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
@@ -86,7 +88,7 @@ ORDER BY a.attnum`, oid)
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (columnInfo, error) {
 		var ci columnInfo
 		var base string
-		err := r.Scan(&ci.name, &ci.typ, &ci.temporal, &base)
+		err := r.Scan(&ci.name, &ci.typ, &ci.temporal, &ci.numeric, &base)
 		ci.kind = statement.KindOf(base)
 		return ci, err
 	})
@@ -217,6 +219,9 @@ func relkindName(kind string) string {
 
 // ageKind is the kind of p's age column as the catalog step read it.
 func (c *checker) ageKind(p policy.Pass) statement.Kind {
+	if k, ok := statement.KindOfUnit(p.AgeUnit); ok {
+		return k
+	}
 	if t, ok := c.tables[p.Table]; ok {
 		if col, ok := t.column(p.AgeColumn); ok {
 			return col.kind

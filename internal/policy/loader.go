@@ -209,6 +209,7 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 
 	p.Table = str("table")
 	p.AgeColumn = str("age_column")
+	p.AgeUnit = str("age_unit")
 	if v, ok := f["retention"]; !ok {
 		l.failf(n.Line, sweep, p.Name, "retention is required (such as 30d or 48h): a window by default would be a guess")
 		bad["retention"] = true

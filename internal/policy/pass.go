@@ -69,9 +69,12 @@ type Child struct {
 // Pass is one predicate over one table. A row is eligible when Where holds, the age column is
 // older than the cutoff (the database clock at run start minus Retention), and no Guard references it.
 type Pass struct {
-	Name      string        `json:"pass"`
-	Table     string        `json:"table"`
-	AgeColumn string        `json:"ageColumn"`
+	Name      string `json:"pass"`
+	Table     string `json:"table"`
+	AgeColumn string `json:"ageColumn"`
+	// AgeUnit says the age column is a number of Unix time in this unit (AgeSeconds,
+	// AgeMilliseconds, AgeMicroseconds): "" for a date or timestamp column.
+	AgeUnit   string        `json:"ageUnit,omitempty"`
 	Retention time.Duration `json:"-"`
 	// MinRetention, when > 0, is the shortest retention the pass may ever be given: the policy's
 	// own floor (a compliance table's year), which an override such as SWEEP_RETENTION cannot
@@ -127,7 +130,7 @@ type Pass struct {
 // policy, so that a field added to Pass shows up in both at once.
 func CatalogPass(p Pass) wire.CatalogPass {
 	out := wire.CatalogPass{
-		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn,
+		Pass: p.Name, Table: p.Table, Mode: string(cmp.Or(p.Mode, ModeBatched)), AgeColumn: p.AgeColumn, AgeUnit: p.AgeUnit,
 		Retention: p.Retention.String(), RetentionSeconds: int64(p.Retention / time.Second), MinRetentionSeconds: int64(p.MinRetention / time.Second),
 		Expiry: p.Expiry, TimeZone: cmp.Or(p.TimeZone, TimeZoneUTC),
 		Where: p.Where, Guards: []wire.CatalogGuard{}, DeleteWith: []wire.CatalogChild{}, Function: p.Function, KeyColumn: p.KeyColumn,

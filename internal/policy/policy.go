@@ -21,7 +21,7 @@ const DefaultFile = "catalog.yaml"
 const (
 	keysTop   = "sweeps"
 	keysSweep = "name passes"
-	keysPass  = "name table age_column retention min_retention expiry time_zone where keep_while_referenced_by delete_with cascades mode function key_column batch_size max_batches max_rows allow_unindexed allow_short_retention keep_detached boundary archive_to archive_schema"
+	keysPass  = "name table age_column age_unit retention min_retention expiry time_zone where keep_while_referenced_by delete_with cascades mode function key_column batch_size max_batches max_rows allow_unindexed allow_short_retention keep_detached boundary archive_to archive_schema"
 	keysGuard = "table column references where"
 	keysChild = "table column references"
 )

@@ -222,6 +222,9 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"max_rows in partitions", onePass(goodPass + "        mode: partitions\n        max_rows: 10\n"),
 			[]string{`p.yaml:9: pass "read" of sweep "notes": max_rows is not for mode partitions`}},
 		{"time_zone Database", onePass(goodPass + "        time_zone: Database\n"), []string{`p.yaml:8: pass "read" of sweep "notes": time_zone "Database": write database, in lower case`}},
+		{"age_unit unknown", onePass(goodPass + "        age_unit: ms\n"), []string{`p.yaml:8: pass "read" of sweep "notes": age_unit "ms" is no unit: want seconds, milliseconds or microseconds`}},
+		{"age_unit with a time_zone", onePass(goodPass + "        age_unit: seconds\n        time_zone: Europe/Paris\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": time_zone has no effect with age_unit`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

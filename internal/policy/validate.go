@@ -69,6 +69,11 @@ func validatePass(p Pass) []problem {
 	if msg := checkTimeZone(p.TimeZone); msg != "" {
 		add("time_zone", "%s", msg)
 	}
+	if msg := checkAgeUnit(p.AgeUnit); msg != "" {
+		add("age_unit", "%s", msg)
+	} else if p.AgeUnit != "" && p.TimeZone != "" && p.TimeZone != TimeZoneUTC {
+		add("time_zone", "time_zone has no effect with age_unit: Unix time counts from one instant, whatever the zone; remove time_zone")
+	}
 	if strings.TrimSpace(p.Where) != "" {
 		for _, problem := range checkCondition(p.Where) {
 			add("where", "where: %s", problem)

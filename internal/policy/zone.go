@@ -32,3 +32,20 @@ func checkTimeZone(tz string) string {
 	}
 	return ""
 }
+
+// The units of Unix time an integer or numeric age column may hold (age_unit).
+const (
+	AgeSeconds      = "seconds"
+	AgeMilliseconds = "milliseconds"
+	AgeMicroseconds = "microseconds"
+)
+
+// checkAgeUnit says why a pass's age_unit is refused, or "" when it is empty or a unit; whether
+// the column is a number is the schema check's.
+func checkAgeUnit(unit string) string {
+	switch unit {
+	case "", AgeSeconds, AgeMilliseconds, AgeMicroseconds:
+		return ""
+	}
+	return fmt.Sprintf("age_unit %q is no unit: want seconds, milliseconds or microseconds (of Unix time, since 1970-01-01 UTC)", unit)
+}

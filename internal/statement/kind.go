@@ -3,6 +3,7 @@ package statement
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -31,6 +32,12 @@ import (
 // column cannot also be the timestamptz that :cutoff names in a condition (the planner refuses a
 // parameter used as two types). Every comparison is between an age column and an expression of
 // stable functions of $1, so an index on the age column serves it as it serves t.<age> < $1.
+//
+// An integer or numeric column holding Unix time (a pass's age_unit) is compared with the cutoff
+// instant in the column's unit, floor(extract(epoch FROM $1) * <per second>)::bigint: exact
+// (extract answers a numeric), worked out once per statement, and an integer, so that the btree
+// index on the column serves it (a numeric column reads it as a numeric). A :cutoff in the pass's
+// conditions is that integer too, so a condition compares with the age column as written.
 
 // Kind is how an age column compares with the cutoff.
 type Kind int
@@ -43,13 +50,102 @@ const (
 	WallClock
 	// Calendar is a date.
 	Calendar
+	// EpochSeconds, EpochMilliseconds and EpochMicroseconds are an integer or numeric column of
+	// Unix time in that unit (the pass's age_unit).
+	EpochSeconds
+	EpochMilliseconds
+	EpochMicroseconds
 	// Kinds is the number of kinds: a Set per kind is built for each pass.
 	Kinds
 )
 
 // String is the kind's column type, as the golden files and the templates name it.
 func (k Kind) String() string {
-	return [...]string{"timestamptz", "timestamp", "date"}[k]
+	return [...]string{"timestamptz", "timestamp", "date", "epoch-seconds", "epoch-milliseconds", "epoch-microseconds"}[k]
+}
+
+// Epoch reports whether the kind is a number of Unix time.
+func (k Kind) Epoch() bool { return k >= EpochSeconds && k <= EpochMicroseconds }
+
+// perSecond is how many of the kind's units make a second; 0 for a kind that is no number.
+func (k Kind) perSecond() int64 {
+	switch k {
+	case EpochSeconds:
+		return 1
+	case EpochMilliseconds:
+		return 1000
+	case EpochMicroseconds:
+		return 1000000
+	}
+	return 0
+}
+
+// EpochOf is the cutoff instant as an age column of kind k compares with it: the whole units of
+// Unix time before it (rounded down, as the statements do), the value the answers show next to
+// the instant. It is 0 for a kind that is no number.
+func EpochOf(k Kind, cutoff time.Time) int64 {
+	per := k.perSecond()
+	if per == 0 {
+		return 0
+	}
+	// The statements see the cutoff as PostgreSQL holds it: whole microseconds.
+	us := cutoff.Truncate(time.Microsecond).UnixMicro()
+	step := 1000000 / per
+	q := us / step
+	if us%step < 0 {
+		q--
+	}
+	return q
+}
+
+// KindOfUnit is the kind of an age column of Unix time in unit (a policy's age_unit), and
+// ok false for "" or an unknown unit.
+func KindOfUnit(unit string) (k Kind, ok bool) {
+	switch unit {
+	case policy.AgeSeconds:
+		return EpochSeconds, true
+	case policy.AgeMilliseconds:
+		return EpochMilliseconds, true
+	case policy.AgeMicroseconds:
+		return EpochMicroseconds, true
+	}
+	return Instant, false
+}
+
+// KindsOf is the kinds pass p's age column may compare as: its age_unit's, or the three of a
+// date or time column, which the catalog tells apart at each run.
+func KindsOf(p policy.Pass) []Kind {
+	if k, ok := KindOfUnit(p.AgeUnit); ok {
+		return []Kind{k}
+	}
+	return []Kind{Instant, WallClock, Calendar}
+}
+
+// PassKind is the kind pass p's age column compares as, its type read as baseType (as KindOf
+// takes it): the pass's age_unit says so for a number of Unix time, the type otherwise.
+func PassKind(p policy.Pass, baseType string) Kind {
+	if k, ok := KindOfUnit(p.AgeUnit); ok {
+		return k
+	}
+	return KindOf(baseType)
+}
+
+// NullCutoff is what :cutoff becomes where no parameter can stand (a view), for an age column of
+// kind k: a NULL of the type the cutoff has in its pass's conditions.
+func NullCutoff(k Kind) string {
+	if k.Epoch() {
+		return "(NULL::bigint)"
+	}
+	return policy.CutoffConst
+}
+
+// Condition is a where condition of a pass whose age column is of kind k, its :cutoff bound: the
+// cutoff instant, or for a number of Unix time the integer the age column compares with.
+func Condition(where string, k Kind) string {
+	if k.Epoch() {
+		return policy.SubstituteCutoff(where, "("+render("epoch-cutoff", k.perSecond())+")")
+	}
+	return policy.WithCutoff(where)
 }
 
 // KindOf maps a column's type, as the checker reads it (format_type of its base type), to its kind.
@@ -84,13 +180,13 @@ func ReadKinds(ctx context.Context, pool *pgxpool.Pool, passes []policy.Pass) ([
 	if err != nil {
 		return nil, fmt.Errorf("read age column types: %w", err)
 	}
-	kinds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Kind, error) {
-		var typ string
-		err := r.Scan(&typ)
-		return KindOf(typ), err
-	})
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("read age column types: %w", err)
+	}
+	kinds := make([]Kind, len(passes))
+	for i, p := range passes {
+		kinds[i] = PassKind(p, types[i])
 	}
 	return kinds, nil
 }

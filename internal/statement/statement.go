@@ -82,11 +82,13 @@ type Batch struct {
 // placeholder bound.
 type pass struct {
 	Table, Age, Where, Kind, Interval, Zone string
-	Guards                                  []guard
-	Children                                []child
-	Predicate, OwnPredicate                 string
-	Single                                  bool
-	Function, Key                           string
+	// PerSecond is the age column's units per second for a number of Unix time; 0 otherwise.
+	PerSecond               int64
+	Guards                  []guard
+	Children                []child
+	Predicate, OwnPredicate string
+	Single                  bool
+	Function, Key           string
 }
 
 type guard struct{ Table, Column, References, Where string }
@@ -123,13 +125,13 @@ func newPass(p policy.Pass, k Kind) pass {
 	v := pass{
 		Table: QuoteName(p.Table), Age: ident(p.AgeColumn), Kind: k.String(),
 		Interval: interval(p.Retention), Zone: zone(p),
-		Single: p.Mode == policy.ModeSingle,
+		Single: p.Mode == policy.ModeSingle, PerSecond: k.perSecond(),
 	}
 	if strings.TrimSpace(p.Where) != "" {
-		v.Where = policy.WithCutoff(p.Where)
+		v.Where = Condition(p.Where, k)
 	}
 	for _, g := range p.Guards {
-		v.Guards = append(v.Guards, newGuard(g))
+		v.Guards = append(v.Guards, newGuard(g, k))
 	}
 	for i, c := range p.DeleteWith {
 		v.Children = append(v.Children, child{I: i, Table: QuoteName(c.Table), Column: ident(c.Column), References: ident(c.References)})
@@ -144,10 +146,10 @@ func newPass(p policy.Pass, k Kind) pass {
 	return v
 }
 
-func newGuard(g policy.Guard) guard {
+func newGuard(g policy.Guard, k Kind) guard {
 	out := guard{Table: QuoteName(g.Table), Column: ident(g.Column), References: ident(g.References)}
 	if strings.TrimSpace(g.Where) != "" {
-		out.Where = policy.WithCutoff(g.Where)
+		out.Where = Condition(g.Where, k)
 	}
 	return out
 }
@@ -197,8 +199,9 @@ func batches(v pass, lock bool, wrap func(deletion) string) Batch {
 	}
 }
 
-// Guard renders keep guard g as a condition over alias t (the swept row) and g (its table's).
-func Guard(g policy.Guard) string { return render("guard", newGuard(g)) }
+// Guard renders keep guard g of a pass whose age column is of kind k as a condition over alias t
+// (the swept row) and g (its table's).
+func Guard(g policy.Guard, k Kind) string { return render("guard", newGuard(g, k)) }
 
 // QuoteName quotes a possibly schema-qualified name ("audit.events" → "audit"."events").
 func QuoteName(name string) string {

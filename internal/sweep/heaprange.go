@@ -84,11 +84,12 @@ func (h *heapRange) adapt(n int64, blocks uint32, took, target time.Duration, lo
 
 // keyset is where an index-path pass stands: the newest age deleted so far, from which the next
 // batch resumes (nil before the first batch). Rows older than it that a batch skipped (locked by
-// someone else, in a retried batch) wait for the next run.
-type keyset struct{ after *time.Time }
+// someone else, in a retried batch) wait for the next run. An age is the column's value as pgx
+// reads it (a time, or a number of Unix time), bound back as the same type.
+type keyset struct{ after any }
 
 // advance moves the keyset to newest, the newest age a batch deleted (nil: it deleted none).
-func (k *keyset) advance(newest *time.Time) {
+func (k *keyset) advance(newest any) {
 	if newest != nil {
 		k.after = newest
 	}

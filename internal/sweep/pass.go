@@ -61,7 +61,7 @@ type batchResult struct {
 	// an extra empty round trip; the heap path ends at its last block.
 	more bool
 	// newest is the newest age an index-path batch deleted: where the next one resumes.
-	newest *time.Time
+	newest any
 	// blocks is the length of a heap-path batch's range.
 	blocks uint32
 	// retried says the batch's first attempt met a held row lock and it ran again, locking.
@@ -366,7 +366,7 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 	form := pr.batchForm(lock)
 	query, args := form.Index, []any{pr.cutoff, pr.limit}
 	if pr.index.after != nil {
-		query, args = form.IndexAfter, append(args, *pr.index.after)
+		query, args = form.IndexAfter, append(args, pr.index.after)
 	}
 	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
 		return batchResult{}, err

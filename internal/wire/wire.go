@@ -245,6 +245,9 @@ type CatalogPass struct {
 	Table     string `json:"table"`
 	Mode      string `json:"mode"`
 	AgeColumn string `json:"ageColumn"`
+	// AgeUnit is the unit of Unix time an integer age column holds (seconds, milliseconds,
+	// microseconds); absent for a date or timestamp column.
+	AgeUnit string `json:"ageUnit,omitempty"`
 	// Retention is a Go duration ("720h0m0s"); RetentionSeconds the same as a number.
 	Retention        string `json:"retention"`
 	RetentionSeconds int64  `json:"retentionSeconds"`

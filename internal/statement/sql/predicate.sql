@@ -18,13 +18,22 @@
   The age test. A timestamptz column is compared with the cutoff instant. A timestamp or a date
   holds a wall-clock reading or a calendar day in the pass's time zone: the cutoff is then the
   reference time ($1 + retention, exact: the interval holds no days) read in that zone, minus the
-  retention in wall-clock arithmetic, and for a date that reading's date.
+  retention in wall-clock arithmetic, and for a date that reading's date. A number of Unix time
+  (age_unit) is compared with the cutoff in its unit.
 */}}
 {{define "age-test" -}}
-t.{{.Age}} < {{if eq .Kind "timestamptz"}}$1::timestamptz
+t.{{.Age}} < {{if .PerSecond}}{{template "epoch-cutoff" .PerSecond}}
+{{- else if eq .Kind "timestamptz"}}$1::timestamptz
 {{- else}}((($1::timestamptz + {{.Interval}}) AT TIME ZONE {{.Zone}}) - {{.Interval}}){{if eq .Kind "date"}}::date{{end}}
 {{- end}}
 {{- end}}
+
+{{/*
+  The cutoff instant as a number of Unix time, in the age column's unit (. is the units per
+  second): rounded down, so a row is eligible when its age is a whole unit before the cutoff.
+  An integer, which an index on an integer column serves as it serves a bound parameter.
+*/}}
+{{define "epoch-cutoff"}}floor(extract(epoch FROM $1::timestamptz){{if ne . 1}} * {{.}}{{end}})::bigint{{end}}
 
 {{/* A keep guard: no row of its table, aliased g, references the row (and satisfies its where). */}}
 {{define "guard" -}}

@@ -1,0 +1,69 @@
+-- sweep receipts, pass seen: table receipts, age column received_ts (epoch-milliseconds), mode batched
+
+-- access path survey: the eligible rows, as the planner estimates them
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT 1 FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+
+-- access path survey: every row, as the planner estimates them
+SELECT 1 FROM "receipts" AS t;
+
+-- batch, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "receipts" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) ORDER BY t."received_ts" LIMIT $2))
+     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
+  RETURNING t."received_ts" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "receipts" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) AND t."received_ts" >= $3 ORDER BY t."received_ts" LIMIT $2))
+     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
+  RETURNING t."received_ts" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+  DELETE FROM "receipts" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+
+-- batch retried after a held row lock, skipping held rows, index path, first
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+WITH deleted AS (
+  DELETE FROM "receipts" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) ORDER BY t."received_ts" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
+  RETURNING t."received_ts" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, resumed
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+WITH deleted AS (
+  DELETE FROM "receipts" AS t
+   WHERE t.ctid = ANY (ARRAY(
+           SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) AND t."received_ts" >= $3 ORDER BY t."received_ts" LIMIT $2 FOR UPDATE SKIP LOCKED))
+     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
+  RETURNING t."received_ts" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, heap path
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
+WITH deleted AS (
+  DELETE FROM "receipts" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "receipts" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) FOR UPDATE SKIP LOCKED))
+     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
+  RETURNING t."received_ts" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- dry run: the exact count
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT count(*) FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+
+-- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint ORDER BY t."received_ts" LIMIT $2;
