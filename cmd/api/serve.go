@@ -145,6 +145,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		Pool:       probePool,
 		Verifier:   newVerifier(cfg, logger, replay),
 		Metrics:    m,
+		Tracing:    tr,
 		Gatherer:   reg,
 		RunContext: runCtx,
 		MaxDryRuns: cfg.MaxDryRuns,
@@ -155,7 +156,7 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 			ShutdownGrace:        cfg.ShutdownGrace,
 		},
 	})
-	srv := newHTTPServer(cfg, tr.Handler(handler), logger)
+	srv := newHTTPServer(cfg, handler, logger)
 	// Shutdown closes the listeners and then calls this: no new request can start a run
 	// after the runs were told to stop.
 	srv.RegisterOnShutdown(cancelRuns)

@@ -25,6 +25,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/trace"
 )
 
 // Keys of the length config.LoadAPI requires.
@@ -91,6 +92,8 @@ type options struct {
 	// bodyTimeout and maxDryRuns are passed as they are: 0 leaves NewServer's default.
 	bodyTimeout time.Duration
 	maxDryRuns  int
+	// tracing traces the runner and the server; nil traces nothing.
+	tracing *trace.Tracing
 }
 
 func defaultOptions() options {
@@ -137,7 +140,8 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	}
 	logger := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runs := history.New(pool, history.DefaultRetention)
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m, History: runs})
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: o.settings, Logger: logger, Metrics: m, History: runs,
+		Tracing: o.tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +153,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Runner: h.runner, History: runs, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,
 		Bounds: o.bounds, RunContext: o.runContext, BodyTimeout: o.bodyTimeout, MaxDryRuns: o.maxDryRuns,
+		Tracing: o.tracing,
 	}))
 	t.Cleanup(srv.Close)
 	h.url = srv.URL

@@ -128,7 +128,7 @@ func TestEnsureSigned(t *testing.T) {
 	}
 	deps := Deps{Logger: slog.New(slog.DiscardHandler), Runner: runner,
 		Verifier: signing.NewVerifier([][]byte{[]byte(key)}, time.Minute, time.Now, 10), MaxDryRuns: 1, BodyTimeout: time.Second}
-	check := requireSignature(deps.Logger, deps.Verifier, nil, deps.BodyTimeout)
+	check := requireSignature(deps.Logger, deps.Verifier, nil, deps.BodyTimeout, nil)
 
 	bare := chi.NewRouter() // no signInternal in front
 	addRoutes(bare, deps, check)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/signing"
+	"github.com/sweeprail/sweeprail/internal/trace"
 )
 
 // ctxKey is the type of this package's context keys, so no other package can collide with them.
@@ -29,7 +30,28 @@ const (
 	requestIDKey ctxKey = iota
 	// verifiedKey marks a request whose signature requireSignature accepted.
 	verifiedKey
+	// signedKey holds the *bool that requireSignature sets once the signature passed, for
+	// countUnsigned, which sits outside it, to read when the answer is done.
+	signedKey
 )
+
+// countUnsigned counts each request answered without a valid signature: those start no trace
+// span (requireSignature starts the span only after the signature), and the count is what is left
+// of them to watch.
+func countUnsigned(m *metrics.Metrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			signed := new(bool)
+			// Deferred, so that a request whose handler panics is counted as what it was.
+			defer func() {
+				if !*signed {
+					m.UnsignedRequest()
+				}
+			}()
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedKey, signed)))
+		})
+	}
+}
 
 // requestIDHeader carries the request id both ways: taken from a caller that sets it (a proxy),
 // returned on every answer so a client's report can be matched to the server's log.
@@ -199,7 +221,11 @@ func ensureSigned(check func(http.Handler) http.Handler) func(http.Handler) http
 // Only then does the handler get the body it verified; nothing before touches the database. With
 // no verifier (no key configured), it refuses everything: an unconfigured key must never mean an
 // open door.
-func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metrics, bodyTimeout time.Duration) func(http.Handler) http.Handler {
+//
+// The server span starts only then too, from the caller's traceparent and tracestate: a caller
+// without the key can neither place spans in a trace of its choosing, nor decide whether a
+// request is sampled, nor have its tracestate exported, nor make a span at all.
+func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metrics, bodyTimeout time.Duration, tr *trace.Tracing) func(http.Handler) http.Handler {
 	refused := func(w http.ResponseWriter, r *http.Request, err error) {
 		var se *signing.Error
 		if errors.As(err, &se) {
@@ -209,6 +235,7 @@ func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metri
 		}
 	}
 	return func(next http.Handler) http.Handler {
+		traced := tr.Handler(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if v == nil {
 				refuseUnread(w, r, logger, bodyTimeout, newError(http.StatusServiceUnavailable, codeSigningNotConfigured,
@@ -236,7 +263,10 @@ func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metri
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey, true)))
+			if signed, ok := r.Context().Value(signedKey).(*bool); ok {
+				*signed = true
+			}
+			traced.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey, true)))
 		})
 	}
 }

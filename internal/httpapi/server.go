@@ -20,6 +20,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
+	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -52,8 +53,11 @@ type Deps struct {
 	// Verifier checks the signature of every /internal/* request. Nil means no key is configured:
 	// every /internal/* route answers 503 signing_not_configured (fail-closed).
 	Verifier *signing.Verifier
-	// Metrics counts refused signatures; nil counts nothing.
+	// Metrics counts refused signatures and unsigned requests; nil counts nothing.
 	Metrics *metrics.Metrics
+	// Tracing starts a server span for each request whose signature passed, continuing the
+	// caller's trace context; nil traces nothing. Unsigned requests are never traced.
+	Tracing *trace.Tracing
 	// Gatherer is what /metrics exposes; nil exposes an empty registry.
 	Gatherer prometheus.Gatherer
 	// Bounds are the server's own limits, reported by GET /internal/sweeps.
@@ -111,12 +115,12 @@ func NewServer(deps Deps) http.Handler {
 	if deps.MaxDryRuns <= 0 {
 		deps.MaxDryRuns = defaultMaxDryRuns
 	}
-	check := requireSignature(deps.Logger, deps.Verifier, deps.Metrics, deps.BodyTimeout)
+	check := requireSignature(deps.Logger, deps.Verifier, deps.Metrics, deps.BodyTimeout, deps.Tracing)
 	mux := chi.NewRouter()
 	// Outermost first: the request id is set before anything logs, and the recoverer sits inside
 	// the access log so that a panic is logged as the 500 it answers. The signature comes last,
 	// before routing, so no method or path under /internal reaches the router unsigned.
-	mux.Use(requestID, accessLog(deps.Logger, deps.Now), recoverPanic(deps.Logger), signInternal(check))
+	mux.Use(requestID, countUnsigned(deps.Metrics), accessLog(deps.Logger, deps.Now), recoverPanic(deps.Logger), signInternal(check))
 	addRoutes(mux, deps, check)
 	return mux
 }

@@ -39,6 +39,7 @@ type Metrics struct {
 	lastSuccess   *prometheus.GaugeVec
 	authFailures  *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
+	unsigned      prometheus.Counter
 }
 
 // New builds the collectors, registers them on reg and exports every combination of labels at zero.
@@ -82,8 +83,12 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Name: "sweeprail_throttled_seconds_total",
 			Help: "Time sweep runs spent waiting for standbys to come back under the replica lag limits.",
 		}, []string{"sweep"}),
+		unsigned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sweeprail_unsigned_requests_total",
+			Help: "Requests answered without a valid signature (probes, scrapes, refusals), which start no trace span.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -161,6 +166,14 @@ func (m *Metrics) Throttled(sweep string, d time.Duration) {
 		return
 	}
 	m.throttled.WithLabelValues(sweep).Add(d.Seconds())
+}
+
+// UnsignedRequest counts one request answered without a valid signature.
+func (m *Metrics) UnsignedRequest() {
+	if m == nil {
+		return
+	}
+	m.unsigned.Inc()
 }
 
 // AuthFailure counts one request refused by the signature check.

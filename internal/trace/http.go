@@ -11,7 +11,11 @@ import (
 
 // Handler wraps next so that each request runs in a server span whose parent is the caller's W3C
 // traceparent header, when it carries a valid one; the span is in the request's context, so the
-// run's spans become its children. With tracing off it returns next itself.
+// run's spans become its children. With tracing off (or a nil Tracing) it returns next itself.
+//
+// It trusts the headers it reads: the caller decides the trace id, whether the request is sampled
+// (the default sampler follows the parent) and the tracestate exported. Wrap only handlers whose
+// caller was authenticated first (the API starts it after the signature check).
 //
 // The span is named after the method alone, as OpenTelemetry's HTTP conventions say for a
 // server that does not know its route template here: a path in the name would give every probe

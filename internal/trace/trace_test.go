@@ -1,20 +1,15 @@
 package trace
 
 import (
-	"compress/gzip"
 	"context"
-	"errors"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
+	"github.com/sweeprail/sweeprail/internal/otlptest"
 )
 
 // TestNew covers when tracing is on and which configurations are refused.
@@ -144,54 +139,6 @@ type nopHandler struct{}
 
 func (*nopHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
-// collector is an OTLP/HTTP receiver: it records every export request.
-type collector struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []export
-}
-
-type export struct {
-	path   string
-	header http.Header
-	req    *coltracepb.ExportTraceServiceRequest
-	err    error
-}
-
-func newCollector(t *testing.T) *collector {
-	c := &collector{}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := export{path: r.URL.Path, header: r.Header.Clone()}
-		var body io.Reader = r.Body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				e.err = err
-			} else {
-				body = zr
-			}
-		}
-		b, err := io.ReadAll(body)
-		e.err = errors.Join(e.err, err)
-		e.req = &coltracepb.ExportTraceServiceRequest{}
-		e.err = errors.Join(e.err, proto.Unmarshal(b, e.req))
-		c.mu.Lock()
-		c.got = append(c.got, e)
-		c.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		_, _ = w.Write(out)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-func (c *collector) exports() []export {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]export(nil), c.got...)
-}
-
 // TestExport sends spans to a real OTLP/HTTP receiver, configured only by the environ map: the
 // endpoint and its path, headers, compression and service name all come from the map, and the
 // process environment, set to other values, loses to it.
@@ -213,8 +160,8 @@ func TestExport(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=from-process")
 			t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "none")
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/process")
-			c := newCollector(t)
-			environ := tc.environ(c.srv.URL)
+			c := otlptest.New(t)
+			environ := tc.environ(c.URL)
 			environ["OTEL_EXPORTER_OTLP_HEADERS"] = "authorization=Bearer%20s3cret,x-tenant=ops"
 			environ["OTEL_EXPORTER_OTLP_COMPRESSION"] = "gzip"
 			environ["OTEL_SERVICE_NAME"] = "api-test"
@@ -230,16 +177,16 @@ func TestExport(t *testing.T) {
 			if err := tr.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
-			got := c.exports()
+			got := c.Exports()
 			if len(got) != 1 {
 				t.Fatalf("the collector got %d exports, want 1", len(got))
 			}
 			e := got[0]
-			if e.err != nil {
-				t.Fatalf("decode the export: %v", e.err)
+			if e.Err != nil {
+				t.Fatalf("decode the export: %v", e.Err)
 			}
-			if e.path != tc.wantPath {
-				t.Errorf("path %q, want %q", e.path, tc.wantPath)
+			if e.Path != tc.wantPath {
+				t.Errorf("path %q, want %q", e.Path, tc.wantPath)
 			}
 			for k, want := range map[string]string{
 				"Authorization":    "Bearer s3cret",
@@ -247,11 +194,11 @@ func TestExport(t *testing.T) {
 				"Content-Encoding": "gzip",
 				"Content-Type":     "application/x-protobuf",
 			} {
-				if v := e.header.Get(k); v != want {
+				if v := e.Header.Get(k); v != want {
 					t.Errorf("header %s = %q, want %q", k, v, want)
 				}
 			}
-			rs := e.req.GetResourceSpans()
+			rs := e.Req.GetResourceSpans()
 			if len(rs) != 1 {
 				t.Fatalf("%d resource spans", len(rs))
 			}
