@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -393,6 +394,67 @@ func TestSkipLocked(t *testing.T) {
 			run(t, r, "notifications")
 			if n := count(t, pool, `SELECT count(*) FROM notifications WHERE id = $1`, held); n != 1 {
 				t.Fatal("the row made ineligible under the sweep was deleted")
+			}
+		})
+	}
+}
+
+// TestChangedAfterTheIndexRead changes an eligible row after an index-path batch read it from the
+// age index and before the batch's delete reaches it: the worker's change is in flight when the
+// batch starts, so the batch's read (its statement's snapshot) still sees the row eligible, and
+// its delete waits on the row. The worker commits inside that wait (the deterministic point: the
+// batch shows up blocked by the worker), READ COMMITTED re-checks the delete's target on the
+// row's new version, and the row, no longer eligible, is kept while the rest of the batch goes.
+// Two things hold it, each enough alone on a server that re-checks a TID scan's TIDs after the
+// wait: the predicate standing on the target, and the delete keyed by ctid (the new version has
+// another). Keyed by id without the predicate, the batch deletes the changed row.
+func TestChangedAfterTheIndexRead(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, change string }{
+		{"marked unread", `UPDATE notifications SET read_at = NULL WHERE id = $1`},
+		{"read again just now", `UPDATE notifications SET read_at = now() WHERE id = $1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, u := poolAndURL(t)
+			at := dbNow(t, pool)
+			seedNotifications(t, pool, at, 20, 0)
+			var changed int64
+			if err := pool.QueryRow(ctx, `SELECT id FROM notifications ORDER BY read_at OFFSET 10 LIMIT 1`).Scan(&changed); err != nil {
+				t.Fatal(err)
+			}
+			worker, pid := begin(t, u)
+			if _, err := worker.Exec(ctx, tc.change, changed); err != nil {
+				t.Fatal(err)
+			}
+			// One batch holds every row; the first attempt waits on the held row for a minute
+			// rather than giving up and skipping it.
+			cfg := sweep.WithTestKnobs(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 100), AsOf: fixedAsOf(at)},
+				sweep.PathIndex, 0, time.Minute, false)
+			r := newRunner(t, cfg)
+			done := make(chan *wire.Result, 1)
+			go func() {
+				res, err := r.Run(ctx, "notifications", sweep.Options{})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			if query := waitBlockedBy(t, pool, pid); !strings.Contains(query, "DELETE FROM") {
+				t.Fatalf("blocked by the worker: %s, want the batch's delete", query)
+			}
+			if err := worker.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res := <-done
+			if res == nil {
+				t.FailNow()
+			}
+			if p := res.Passes[0]; p.Path != string(sweep.PathIndex) || p.Deleted != 19 || p.BatchCount != 1 || p.LockRetries != 0 || res.Error != nil {
+				t.Fatalf("run: %+v (error %+v), want one index-path batch deleting the 19 unchanged rows", p, res.Error)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM notifications WHERE id = $1`, changed); n != 1 {
+				t.Fatal("the batch deleted a row changed after it read the index")
 			}
 		})
 	}
