@@ -3,6 +3,8 @@ package sweep_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -345,6 +347,53 @@ func TestDryRun(t *testing.T) {
 		}
 		if old, _ := remaining(t, pool); old != 1234 {
 			t.Fatal("dry run deleted rows")
+		}
+	})
+
+	// Each delete_with child is counted by the rows that reference an eligible parent (never an
+	// open event's), answered in the policy's order, and a run then deletes exactly those.
+	t.Run("counts delete_with children", func(t *testing.T) {
+		pool := dbtest.Pool(t)
+		exec(t, pool, familySchema)
+		at := dbNow(t, pool)
+		seedFamilies(t, pool, at, false)
+		eligible, deliveries, receipts := familyOracle()
+		receiptsFirst := "        delete_with:\n          - {table: receipts, column: event_id}\n          - {table: deliveries, column: event_id}\n"
+		for _, tc := range []struct {
+			name, children string
+			want           []wire.ChildRows
+		}{
+			{"in the policy's order", familyBoth, []wire.ChildRows{{Table: "deliveries", Column: "event_id", Rows: deliveries}, {Table: "receipts", Column: "event_id", Rows: receipts}}},
+			{"the other order", receiptsFirst, []wire.ChildRows{{Table: "receipts", Column: "event_id", Rows: receipts}, {Table: "deliveries", Column: "event_id", Rows: deliveries}}},
+		} {
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: load(t, familyPolicy(tc.children)).Specs, Settings: settings(), AsOf: fixedAsOf(at)})
+			dr, err := r.DryRun(ctx, "events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := dr.Passes[0]; p.Eligible == nil || *p.Eligible != eligible || !slices.Equal(p.Children, tc.want) {
+				t.Fatalf("%s: eligible %v, children %+v; want %d, %+v", tc.name, p.Eligible, p.Children, eligible, tc.want)
+			}
+		}
+		// seedFamilies' 1500 deliveries and 1000 receipts.
+		if n := count(t, pool, `SELECT (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM receipts)`); n != 2500 {
+			t.Fatalf("%d children left after the dry runs, want all 2500", n)
+		}
+		// A count cut by its timeout answers no children rather than a partial number.
+		s := settings()
+		s.CountTimeout = 100 * time.Millisecond
+		slow := strings.Replace(familyPolicy(familyBoth), "where: t.state = 'terminal'", "where: t.state = 'terminal' AND pg_sleep(0.01) IS NOT NULL", 1)
+		dr, err := newRunner(t, sweep.Config{Pool: pool, Specs: load(t, slow).Specs, Settings: s, AsOf: fixedAsOf(at)}).DryRun(ctx, "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := dr.Passes[0]; !p.CountTimedOut || p.Eligible != nil || p.Children != nil {
+			t.Fatalf("timed-out dry run = %+v, want no eligible count and no children", p)
+		}
+		r := newRunner(t, sweep.Config{Pool: pool, Specs: load(t, familyPolicy(familyBoth)).Specs, Settings: settings(), AsOf: fixedAsOf(at)})
+		res := run(t, r, "events")
+		if p := res.Passes[0]; p.Deleted != eligible || p.Children[0].Rows != deliveries || p.Children[1].Rows != receipts {
+			t.Fatalf("run: %+v, want what the dry run counted", p)
 		}
 	})
 
