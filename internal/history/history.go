@@ -105,15 +105,28 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
+// The statements of List: the columns it scans, newest runs first. One sweep's runs are read by
+// its index (sweep, started_at, run_id), which yields them in order: a predicate that also
+// matched "every sweep", or a sort the index cannot give, would let the planner walk the newest
+// runs of all sweeps to find those of a rare one. ORDER BY names run.run_id, the column, not the
+// text the SELECT makes of it.
+const (
+	listColumns = `run_id::text, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
+       partitions_dropped, throttled_ms, passes, error, request_id, requests`
+	listAll   = `SELECT ` + listColumns + ` FROM sweeprail.run ORDER BY started_at DESC, run.run_id DESC LIMIT $1`
+	listSweep = `SELECT ` + listColumns + ` FROM sweeprail.run WHERE sweep = $2 ORDER BY started_at DESC, run.run_id DESC LIMIT $1`
+)
+
 // List returns up to limit runs, newest first, of sweep (every sweep when empty).
 func (s *Store) List(ctx context.Context, sweep string, limit int) ([]wire.HistoryRun, error) {
 	if s == nil {
 		return nil, errors.New("list runs: no history")
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT run_id::text, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
-       partitions_dropped, throttled_ms, passes, error, request_id, requests
-FROM sweeprail.run WHERE ($1 = '' OR sweep = $1) ORDER BY started_at DESC, run_id DESC LIMIT $2`, sweep, limit)
+	query, args := listAll, []any{limit}
+	if sweep != "" {
+		query, args = listSweep, []any{limit, sweep}
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
