@@ -142,6 +142,9 @@ type API struct {
 	// RunHistoryRetention is how long the run history keeps a run (a Go duration, or whole days
 	// such as 90d); every run prunes what is older.
 	RunHistoryRetention Days `env:"RUN_HISTORY_RETENTION" envDefault:"90d"`
+	// StatusAddr, when set, serves the read-only status page (GET /status) on a listener of its
+	// own; unset or empty: off. Meant for loopback, reached by a port-forward.
+	StatusAddr string `env:"STATUS_ADDR" empty:"unset"`
 	// Retention overrides a pass's retention, keyed "<sweep>.<pass>"; only the syntax is checked
 	// here, the sweep package checks names and floors.
 	Retention map[string]time.Duration `env:"SWEEP_RETENTION" empty:"unset"`

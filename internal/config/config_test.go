@@ -98,12 +98,15 @@ func TestLoadAPIAccepts(t *testing.T) {
 			"BATCH_PAUSE": "50ms", "SWEEP_POLICY_FILE": "/etc/sweeprail/policy.yaml",
 			"SERVER_WRITE_TIMEOUT": "90s", "INTERNAL_FETCH_TIMEOUT": "100s", "SHUTDOWN_GRACE": "30s",
 			"APP_ENV": "production", "SWEEP_RETENTION": "notifications.read=60d",
-			"MAX_REPLICA_LAG": "1s", "MAX_REPLICA_LAG_BYTES": "67108864",
+			"MAX_REPLICA_LAG": "1s", "MAX_REPLICA_LAG_BYTES": "67108864", "STATUS_ADDR": "127.0.0.1:8081",
 		}},
 		// Empty means "not set" for the optional strings.
 		{"optional strings empty", map[string]string{
 			"INTERNAL_SIGNING_KEY": "", "INTERNAL_SIGNING_KEY_PREVIOUS": "", "SWEEP_POLICY_FILE": "", "SWEEP_RETENTION": "",
+			"STATUS_ADDR": "",
 		}},
+		{"status on any free port", map[string]string{"STATUS_ADDR": "127.0.0.1:0", "LISTEN_ADDR": "127.0.0.1:0"}},
+		{"status on every interface", map[string]string{"STATUS_ADDR": ":8081"}},
 		// Each bound just satisfied.
 		{"deadline + statement just below write timeout", map[string]string{"SWEEP_DEADLINE": "114999ms"}},
 		{"write timeout just below fetch timeout", map[string]string{"INTERNAL_FETCH_TIMEOUT": "120001ms"}},
@@ -274,6 +277,11 @@ func TestLoadAPIMalformed(t *testing.T) {
 		tc{"MAX_REPLICA_LAG_BYTES abc", map[string]string{"MAX_REPLICA_LAG_BYTES": "abc"}, "MAX_REPLICA_LAG_BYTES=abc: not a whole number"},
 		tc{"MAX_REPLICA_LAG_BYTES with a unit", map[string]string{"MAX_REPLICA_LAG_BYTES": "64MB"}, "MAX_REPLICA_LAG_BYTES=64MB: not a whole number"},
 		tc{"MAX_CONCURRENT_DRY_RUNS abc", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "abc"}, "MAX_CONCURRENT_DRY_RUNS=abc: not a whole number"},
+		tc{"STATUS_ADDR without a port", map[string]string{"STATUS_ADDR": "127.0.0.1"}, "STATUS_ADDR=127.0.0.1: want host:port"},
+		tc{"STATUS_ADDR with a bad port", map[string]string{"STATUS_ADDR": "127.0.0.1:http"}, `STATUS_ADDR=127.0.0.1:http: port "http" is not a number`},
+		tc{"STATUS_ADDR past the last port", map[string]string{"STATUS_ADDR": "127.0.0.1:70000"}, `port "70000" is not a number within 0..65535`},
+		tc{"STATUS_ADDR is LISTEN_ADDR", map[string]string{"STATUS_ADDR": "127.0.0.1:8080", "LISTEN_ADDR": "127.0.0.1:8080"},
+			"STATUS_ADDR=127.0.0.1:8080 is LISTEN_ADDR=127.0.0.1:8080: the status page needs a listener of its own"},
 		tc{"LISTEN_ADDR empty", map[string]string{"LISTEN_ADDR": ""}, "LISTEN_ADDR is set but empty (unset it for the default :8080)"},
 		tc{"APP_ENV empty", map[string]string{"APP_ENV": ""}, "APP_ENV is set but empty"},
 		tc{"APP_ENV prod", map[string]string{"APP_ENV": "prod"}, `APP_ENV="prod" is neither development nor production (in any case)`},

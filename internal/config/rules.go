@@ -69,6 +69,7 @@ func (r *report) checkAPI(c *API) {
 	}
 	r.checkReplicaLag(c)
 	r.checkRunHistory(c)
+	r.checkStatusAddr(c)
 	if r.ok(maxAge) && c.SignatureMaxAge > 0 && c.SignatureMaxAge < signatureResolution {
 		r.addf(maxAge, "%s must be >= %v: signature timestamps are whole seconds", r.show(maxAge), signatureResolution)
 	}
