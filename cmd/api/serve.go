@@ -166,10 +166,20 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 		pool.Close()
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
+	// The status page (STATUS_ADDR), off unless set: a listener and a pool of its own.
+	statusSrv, err := listenStatus(ctx, cfg, poolCfg, specs, redactor(environ), logger)
+	if err != nil {
+		ln.Close()
+		pool.Close()
+		return err
+	}
+	defer statusSrv.close()
 	logger.Info("listening", "addr", ln.Addr().String(), "sweeps", len(specs),
 		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String())
 	// The actual address, for LISTEN_ADDR=:0: a test or a script reads the port from this line.
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	statusSrv.announce(stdout, logger)
+	statusSrv.serve(logger)
 
 	// Expired nonces leave on a schedule of their own, in every replica: arriving requests
 	// purging them left a flood's rows in the table for as long as no request came.
