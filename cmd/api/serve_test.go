@@ -248,7 +248,7 @@ func TestServe(t *testing.T) {
 				want = append(want, fmt.Sprintf(`sweeprail_runs_total{outcome=%q,sweep=%q}`, o, sw.Name))
 			}
 			for _, p := range sw.Passes {
-				want = append(want, fmt.Sprintf(`sweeprail_rows_deleted_total{pass=%q,sweep=%q}`, p.Name, sw.Name))
+				want = append(want, fmt.Sprintf(`sweeprail_rows_deleted_total{pass=%q,sweep=%q,table=%q}`, p.Name, sw.Name, p.Table))
 			}
 			want = append(want,
 				fmt.Sprintf(`sweeprail_last_success_timestamp_seconds{sweep=%q}`, sw.Name),

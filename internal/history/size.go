@@ -72,7 +72,8 @@ func historyPasses(res *wire.Result, tables map[string]string, sizes map[string]
 	passes := make([]wire.HistoryPass, 0, len(res.Passes))
 	for _, p := range res.Passes {
 		h := wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, Archived: p.Archived,
-			PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason, Path: p.Path}
+			PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason, Path: p.Path,
+			Children: p.Children, Cascades: p.Cascades}
 		if size, ok := sizes[tables[p.Pass]]; ok && tables[p.Pass] != "" {
 			h.TableRows, h.TableBytes = &size.rows, &size.bytes
 		}

@@ -131,9 +131,10 @@ func NewServer(deps Deps) http.Handler {
 func MetricLabels(specs []policy.Spec) metrics.Labels {
 	l := metrics.Labels{Outcomes: wire.Outcomes()}
 	for _, s := range specs {
-		ms := metrics.Sweep{Name: s.Name}
+		ms := metrics.Sweep{Name: s.Name, Tables: map[string][]string{}}
 		for _, p := range s.Passes {
 			ms.Passes = append(ms.Passes, p.Name)
+			ms.Tables[p.Name] = policy.DeletedTables(p)
 			if p.ArchiveTo != "" {
 				ms.Archiving = append(ms.Archiving, p.Name)
 			}

@@ -16,6 +16,9 @@ type Sweep struct {
 	// Archiving are the passes that archive their rows (archive_to): sweeprail_rows_archived_total
 	// is exported at zero for these alone.
 	Archiving []string
+	// Tables are, per pass, the tables it deletes from: its own, its delete_with children's and
+	// its cascades', each a table label of sweeprail_rows_deleted_total exported at zero.
+	Tables map[string][]string
 }
 
 // Labels are every label value that can occur.
@@ -47,8 +50,8 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	m := &Metrics{
 		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_deleted_total",
-			Help: "Rows deleted by sweeps, by sweep and pass.",
-		}, []string{"sweep", "pass"}),
+			Help: "Rows deleted by sweeps, by sweep, pass and table: the pass's own, its delete_with children's and those its cascades deleted.",
+		}, []string{"sweep", "pass", "table"}),
 		rowsArchived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_archived_total",
 			Help: "Rows moved to an archive table by sweeps (archive_to), by sweep and pass; each was also counted as deleted.",
@@ -95,7 +98,9 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	}
 	for _, s := range labels.Sweeps {
 		for _, p := range s.Passes {
-			m.rowsDeleted.WithLabelValues(s.Name, p)
+			for _, t := range s.Tables[p] {
+				m.rowsDeleted.WithLabelValues(s.Name, p, t)
+			}
 			m.partsDropped.WithLabelValues(s.Name, p)
 		}
 		for _, p := range s.Archiving {
@@ -115,12 +120,12 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	return m, nil
 }
 
-// RowsDeleted adds n to a pass's deleted rows.
-func (m *Metrics) RowsDeleted(sweep, pass string, n int64) {
+// RowsDeleted adds n to the rows a pass deleted from table.
+func (m *Metrics) RowsDeleted(sweep, pass, table string, n int64) {
 	if m == nil || n == 0 {
 		return
 	}
-	m.rowsDeleted.WithLabelValues(sweep, pass).Add(float64(n))
+	m.rowsDeleted.WithLabelValues(sweep, pass, table).Add(float64(n))
 }
 
 // RowsArchived adds n to a pass's archived rows.

@@ -13,7 +13,11 @@ import (
 
 func labels() metrics.Labels {
 	return metrics.Labels{
-		Sweeps:      []metrics.Sweep{{Name: "notifications", Passes: []string{"read"}}, {Name: "audit-log", Passes: []string{"operational", "compliance"}, Archiving: []string{"operational"}}},
+		Sweeps: []metrics.Sweep{
+			{Name: "notifications", Passes: []string{"read"}, Tables: map[string][]string{"read": {"notifications", "deliveries"}}},
+			{Name: "audit-log", Passes: []string{"operational", "compliance"}, Archiving: []string{"operational"},
+				Tables: map[string][]string{"operational": {"audit_log"}, "compliance": {"audit_log"}}},
+		},
 		Outcomes:    []string{"exhausted", "batch-error", "skipped"},
 		AuthReasons: []string{"bad_signature", "replayed"},
 	}
@@ -26,7 +30,7 @@ func TestNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]int{
-			"sweeprail_rows_deleted_total":             3, // three passes
+			"sweeprail_rows_deleted_total":             4, // three passes' tables, one with a child
 			"sweeprail_rows_archived_total":            1, // the one pass that archives
 			"sweeprail_runs_total":                     6, // two sweeps x three outcomes
 			"sweeprail_run_duration_seconds":           2,
@@ -62,8 +66,9 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 			t.Fatal(err)
 		}
 		end := time.Unix(1_800_000_000, 0)
-		m.RowsDeleted("notifications", "read", 12)
-		m.RowsDeleted("audit-log", "operational", 7)
+		m.RowsDeleted("notifications", "read", "notifications", 12)
+		m.RowsDeleted("notifications", "read", "deliveries", 30)
+		m.RowsDeleted("audit-log", "operational", "audit_log", 7)
 		m.RowsArchived("audit-log", "operational", 7)
 		m.Run("notifications", "exhausted", time.Second, true, end)
 		m.Run("audit-log", "batch-error", time.Second, false, end)
@@ -76,11 +81,12 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 # TYPE sweeprail_last_success_timestamp_seconds gauge
 sweeprail_last_success_timestamp_seconds{sweep="audit-log"} 0
 sweeprail_last_success_timestamp_seconds{sweep="notifications"} 1.8e+09
-# HELP sweeprail_rows_deleted_total Rows deleted by sweeps, by sweep and pass.
+# HELP sweeprail_rows_deleted_total Rows deleted by sweeps, by sweep, pass and table: the pass's own, its delete_with children's and those its cascades deleted.
 # TYPE sweeprail_rows_deleted_total counter
-sweeprail_rows_deleted_total{pass="compliance",sweep="audit-log"} 0
-sweeprail_rows_deleted_total{pass="operational",sweep="audit-log"} 7
-sweeprail_rows_deleted_total{pass="read",sweep="notifications"} 12
+sweeprail_rows_deleted_total{pass="compliance",sweep="audit-log",table="audit_log"} 0
+sweeprail_rows_deleted_total{pass="operational",sweep="audit-log",table="audit_log"} 7
+sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="deliveries"} 30
+sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="notifications"} 12
 # HELP sweeprail_rows_archived_total Rows moved to an archive table by sweeps (archive_to), by sweep and pass; each was also counted as deleted.
 # TYPE sweeprail_rows_archived_total counter
 sweeprail_rows_archived_total{pass="operational",sweep="audit-log"} 7
@@ -102,7 +108,7 @@ sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 
 	t.Run("nil records nothing and does not panic", func(t *testing.T) {
 		var m *metrics.Metrics
-		m.RowsDeleted("a", "b", 1)
+		m.RowsDeleted("a", "b", "c", 1)
 		m.RowsArchived("a", "b", 1)
 		m.Batch("a", time.Second)
 		m.Run("a", "exhausted", time.Second, true, time.Now())

@@ -39,3 +39,22 @@ func checkCascades(p Pass, mode Mode) []problem {
 	}
 	return out
 }
+
+// DeletedTables are the tables pass p deletes from, as sweeprail_rows_deleted_total labels them:
+// its own, its delete_with children's, then its cascades', each once.
+func DeletedTables(p Pass) []string {
+	var out []string
+	add := func(t string) {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	add(p.Table)
+	for _, c := range p.DeleteWith {
+		add(c.Table)
+	}
+	for _, t := range p.Cascades {
+		add(t)
+	}
+	return out
+}

@@ -182,3 +182,146 @@ func ChainText(chain []Edge) string {
 	}
 	return b.String()
 }
+
+// CascadeStats answers, for the leaf oids $1 of the tables numbered $2, what this transaction
+// deleted and updated in each table so far, as two arrays in table order.
+var CascadeStats = render("cascade-stats", nil)
+
+// countNode is one table a dry run's cascade count follows.
+type countNode struct {
+	Name, Table, Columns, Match string
+	// refs are the referenced columns the keys from this node point at, in the order first met.
+	refs []string
+	oid  uint32
+}
+
+// CascadeCount renders the dry run's count of pass p (its age column of kind k) with the
+// cascades of g: the eligible rows, each delete_with child's, then for each table of named (the
+// oids of p.Cascades, in order) the rows its keys would delete and the rows they would change
+// (SET NULL, SET DEFAULT). It is "" when the keys form a cycle (a table whose key references
+// itself, say), which one statement of plain subqueries cannot follow.
+func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
+	v := newPass(p, k)
+	nodes := []*countNode{{Name: "p", oid: g.Root}}
+	byOID := map[uint32]*countNode{g.Root: nodes[0]}
+	add := func(oid uint32, table string) *countNode {
+		if n, ok := byOID[oid]; ok {
+			return n
+		}
+		n := &countNode{Name: fmt.Sprintf("n%d", len(nodes)), Table: table, oid: oid}
+		nodes = append(nodes, n)
+		byOID[oid] = n
+		return n
+	}
+	need := func(n *countNode, cols []string) {
+		for _, c := range cols {
+			if !slices.Contains(n.refs, c) {
+				n.refs = append(n.refs, c)
+			}
+		}
+	}
+	// parents are, per node, the nodes it references: what must come before it.
+	parents := map[*countNode][]*countNode{}
+	matches := map[*countNode][]string{}
+	childOnly := make([]string, len(p.DeleteWith))
+	for i, c := range p.DeleteWith {
+		n := add(g.Children[i], QuoteName(c.Table))
+		need(nodes[0], []string{cmp.Or(c.References, "id")})
+		m := render("cascade-match", map[string]string{"Columns": "x." + ident(c.Column), "Refs": "p." + ident(cmp.Or(c.References, "id")), "From": "p"})
+		matches[n] = append(matches[n], m)
+		parents[n] = append(parents[n], nodes[0])
+		childOnly[i] = render("cascade-rows", map[string]string{"Table": QuoteName(c.Table), "Match": m})
+	}
+	updates := map[uint32][]string{}
+	for _, e := range g.Edges {
+		from := byOID[e.ParentOID]
+		if from == nil {
+			return "" // a key from a table no node deletes from: the walk follows only deletes
+		}
+		need(from, e.Refs)
+		m := render("cascade-match", map[string]string{"Columns": ColumnList("x", e.Columns), "Refs": ColumnList(from.Name, e.Refs), "From": from.Name})
+		if !e.Deletes() {
+			updates[e.TableOID] = append(updates[e.TableOID], m)
+			continue
+		}
+		if e.TableOID == g.Root {
+			return "" // the swept table's own rows, by a key onto itself: a cycle
+		}
+		n := add(e.TableOID, QuoteName(e.Table))
+		matches[n] = append(matches[n], m)
+		parents[n] = append(parents[n], from)
+	}
+	order, ok := topological(nodes, parents)
+	if !ok {
+		return ""
+	}
+	for _, n := range order {
+		n.Columns = "1"
+		if len(n.refs) > 0 {
+			n.Columns = ColumnList("x", n.refs)
+		}
+		n.Match = strings.Join(matches[n], " OR ")
+	}
+	root := nodes[0]
+	root.Columns = "1"
+	if len(root.refs) > 0 {
+		root.Columns = ColumnList("t", root.refs)
+	}
+	answers := []string{render("cascade-node-rows", "p")}
+	for i := range p.DeleteWith {
+		answers = append(answers, childOnly[i])
+	}
+	for _, oid := range named {
+		deleted := "0"
+		if n, ok := byOID[oid]; ok && n != root {
+			deleted = render("cascade-node-rows", n.Name)
+			if i := slices.Index(g.Children, oid); i >= 0 {
+				deleted += " - " + childOnly[i]
+			}
+		}
+		updated := "0"
+		if ms := updates[oid]; len(ms) > 0 {
+			table := ""
+			for _, e := range g.Edges {
+				if e.TableOID == oid {
+					table = QuoteName(e.Table)
+				}
+			}
+			updated = render("cascade-rows", map[string]string{"Table": table, "Match": strings.Join(ms, " OR ")})
+		}
+		answers = append(answers, deleted, updated)
+	}
+	return render("cascade-count", struct {
+		pass
+		Root    *countNode
+		Nodes   []*countNode
+		Answers []string
+	}{v, root, order, answers})
+}
+
+// topological orders the nodes after the first so that each comes after its parents; false
+// when they form a cycle.
+func topological(nodes []*countNode, parents map[*countNode][]*countNode) ([]*countNode, bool) {
+	done := map[*countNode]bool{nodes[0]: true}
+	var out []*countNode
+	for len(out) < len(nodes)-1 {
+		progress := false
+		for _, n := range nodes[1:] {
+			if done[n] {
+				continue
+			}
+			ready := true
+			for _, pn := range parents[n] {
+				ready = ready && done[pn]
+			}
+			if ready {
+				done[n], progress = true, true
+				out = append(out, n)
+			}
+		}
+		if !progress {
+			return nil, false
+		}
+	}
+	return out, true
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
@@ -57,6 +58,38 @@ func TestGolden(t *testing.T) {
 			}
 		}
 	}
+	// The dry run's cascade count is built from the live schema's keys; this graph is the
+	// example of docs/POLICY.md: applications → access_tokens (CASCADE) → sessions (CASCADE),
+	// and an audit trail whose key is SET NULL.
+	want = append(want, "cascades.count.sql")
+	t.Run("cascades.count.sql", func(t *testing.T) {
+		t.Parallel()
+		p := policy.Pass{Name: "unused", Table: "applications", AgeColumn: "last_used_at", Retention: 90 * 24 * time.Hour,
+			Cascades: []string{"access_tokens", "sessions", "app_audit"}}
+		g := &Graph{Root: 1, Edges: []Edge{
+			{Key: "access_tokens_application_id_fkey", Parent: "applications", ParentOID: 1, Table: "access_tokens", TableOID: 2,
+				Columns: []string{"application_id"}, Refs: []string{"id"}, Action: "CASCADE"},
+			{Key: "app_audit_application_id_fkey", Parent: "applications", ParentOID: 1, Table: "app_audit", TableOID: 4,
+				Columns: []string{"application_id"}, Refs: []string{"id"}, Action: "SET NULL"},
+			{Key: "sessions_token_id_fkey", Parent: "access_tokens", ParentOID: 2, Table: "sessions", TableOID: 3,
+				Columns: []string{"token_id"}, Refs: []string{"id"}, Action: "CASCADE"},
+		}}
+		got := "-- dry run: the exact count, with what the cascades would delete and change\n--   " + paramCutoff + "\n" +
+			CascadeCount(p, Instant, g, []uint32{2, 3, 4}) + ";\n\n-- run: each batch's cascades, before and after its statement\n" + CascadeStats + ";\n"
+		path := filepath.Join("testdata", "golden", "cascades.count.sql")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (go test ./internal/statement -update writes it)", err)
+		}
+		if line, ok := firstDifference(string(golden), got); !ok {
+			t.Errorf("%s differs at line %d:\n golden: %s\n    got: %s", path, line+1, lineAt(string(golden), line), lineAt(got, line))
+		}
+	})
 	t.Run("no stale golden files", func(t *testing.T) {
 		t.Parallel()
 		entries, err := os.ReadDir(filepath.Join("testdata", "golden"))

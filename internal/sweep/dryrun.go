@@ -31,7 +31,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
-	sts, _, err := r.statementsFor(ctx, name)
+	sts, kinds, err := r.statementsFor(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
@@ -55,7 +55,12 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 			res.Passes = append(res.Passes, dp)
 			continue
 		}
-		counts, err := r.count(ctx, st, cutoff, len(p.DeleteWith))
+		query, cascades, err := r.countStatement(ctx, p, kinds[i], st)
+		if err != nil {
+			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
+		}
+		dp.CascadesUncounted = len(p.Cascades) > 0 && cascades == 0
+		counts, err := r.count(ctx, query, cutoff, 1+len(p.DeleteWith)+2*cascades)
 		switch {
 		case isQueryCanceled(err):
 			dp.CountTimedOut = true
@@ -63,7 +68,8 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 			return nil, fmt.Errorf("dry run %q: count pass %q: %w", name, p.Name, err)
 		default:
 			dp.Eligible = &counts[0]
-			dp.Children = childRows(p.DeleteWith, counts[1:])
+			dp.Children = childRows(p.DeleteWith, counts[1:1+len(p.DeleteWith)])
+			dp.Cascades = cascadeRows(p.Cascades, counts[1+len(p.DeleteWith):])
 		}
 		if dp.Estimate, dp.Indexed, err = r.plan(ctx, p, st, cutoff); err != nil {
 			return nil, fmt.Errorf("dry run %q: plan pass %q: %w", name, p.Name, err)
@@ -85,10 +91,10 @@ func isQueryCanceled(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled
 }
 
-// count answers the eligible rows, then the rows of each of the pass's children that would go
-// with them.
-func (r *Runner) count(ctx context.Context, st statement.Set, cutoff any, children int) ([]int64, error) {
-	counts := make([]int64, 1+children)
+// count runs a dry run's count query, which answers n numbers: the eligible rows, then the
+// rows of each of the pass's children that would go with them, then its cascades'.
+func (r *Runner) count(ctx context.Context, query string, cutoff any, n int) ([]int64, error) {
+	counts := make([]int64, n)
 	dest := make([]any, len(counts))
 	for i := range counts {
 		dest[i] = &counts[i]
@@ -97,7 +103,7 @@ func (r *Runner) count(ctx context.Context, st statement.Set, cutoff any, childr
 		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.cfg.Settings.CountTimeout)); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, st.Count, cutoff).Scan(dest...)
+		return tx.QueryRow(ctx, query, cutoff).Scan(dest...)
 	})
 	return counts, err
 }

@@ -47,6 +47,8 @@ type passRun struct {
 	size, limit int
 	// children are the rows of each delete_with child the last batch deleted.
 	children []int64
+	// cascade counts what the schema's ON DELETE keys did, for a pass with cascades; nil otherwise.
+	cascade *cascadeCounter
 	// index is where an index-path pass stands.
 	index keyset
 	// heap is where a heap-path pass stands.
@@ -81,6 +83,10 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("prepare the archive: %w", err)
 		}
+	}
+	if err := pr.prepareCascades(); err != nil {
+		pr.out.StopReason = wire.StopBatchError
+		return pr.out, fmt.Errorf("read the tables of cascades: %w", err)
 	}
 	if err := pr.choosePath(); err != nil {
 		pr.out.StopReason = wire.StopBatchError
@@ -145,7 +151,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		for i, c := range pr.children {
 			pr.out.Children[i].Rows += c
 		}
-		pr.r.cfg.Metrics.RowsDeleted(pr.sweep, pr.p.Name, b.n)
+		pr.countRows(b.n)
 		if a := pr.archived(b.n); a > 0 {
 			pr.out.Archived += a
 			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
@@ -327,7 +333,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 		ms(s.StatementTimeout), ms(lockTimeout), ms(2*s.StatementTimeout), syncCommit, ordered); err != nil {
 		return fmt.Errorf("set batch timeouts: %w", err)
 	}
-	if err := fn(ctx, tx); err != nil {
+	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -96,6 +96,10 @@ type PassResult struct {
 	// Children are the rows of each delete_with table deleted with the pass's rows, in policy
 	// order; absent for a pass without delete_with.
 	Children []ChildRows `json:"children,omitempty"`
+	// Cascades are the rows each table of the pass's cascades lost to the schema's ON DELETE
+	// keys, in policy order, measured in each batch's own transaction; absent for a pass
+	// without cascades.
+	Cascades []CascadeRows `json:"cascades,omitempty"`
 	// Path is how the pass reached its rows: "heap" (block ranges in heap order) or "index" (the
 	// keyset on the age index) for a batched pass, chosen per run; else its mode ("single",
 	// "per-row", "partitions").
@@ -111,6 +115,15 @@ type ChildRows struct {
 	Table  string `json:"table"`
 	Column string `json:"column"`
 	Rows   int64  `json:"rows"`
+}
+
+// CascadeRows counts what the schema's ON DELETE keys did to one table of a pass's cascades:
+// the rows they deleted (CASCADE) and the rows they changed (SET NULL, SET DEFAULT), in a run,
+// or that they would in a dry run.
+type CascadeRows struct {
+	Table   string `json:"table"`
+	Deleted int64  `json:"deleted"`
+	Updated int64  `json:"updated"`
 }
 
 // Result is the answer of one run of POST /internal/sweep-<name>.
@@ -149,6 +162,13 @@ type DryRunPass struct {
 	// policy order, counted in the same statement as Eligible; absent for a pass without
 	// delete_with, and when the count timed out.
 	Children []ChildRows `json:"children,omitempty"`
+	// Cascades are what each table of the pass's cascades would lose, in policy order, counted
+	// in the same statement as Eligible; absent for a pass without cascades, when the count
+	// timed out, and when CascadesUncounted.
+	Cascades []CascadeRows `json:"cascades,omitempty"`
+	// CascadesUncounted says the pass's keys form a cycle (a table's key onto itself), which
+	// the dry run's one statement cannot follow: a run still counts what they delete.
+	CascadesUncounted bool `json:"cascadesUncounted,omitempty"`
 	// Path is the access path a run would take now, as PassResult.Path.
 	Path string `json:"path"`
 	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
@@ -217,6 +237,9 @@ type HistoryPass struct {
 	// a run recorded before the history kept them).
 	TableRows  *int64 `json:"tableRows"`
 	TableBytes *int64 `json:"tableBytes"`
+	// Children and Cascades are PassResult's: what went with the pass's rows, per table.
+	Children []ChildRows   `json:"children,omitempty"`
+	Cascades []CascadeRows `json:"cascades,omitempty"`
 }
 
 // The range of GET /internal/runs's limit.

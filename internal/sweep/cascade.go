@@ -1,0 +1,193 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
+	"github.com/sweeprail/sweeprail/internal/wire"
+)
+
+// cascadeCounter counts what the schema's ON DELETE keys did to each table of a pass's
+// cascades, batch by batch, from the batch transaction's own statistics
+// (statement.CascadeStats): read before and after the batch statement, in its transaction, the
+// difference is the rows each table lost (and, for SET NULL and SET DEFAULT, had changed),
+// whichever key and however deep. No table is scanned a second time.
+type cascadeCounter struct {
+	// oids are the leaf partitions of every table (a plain table is its own leaf), and tables
+	// the index into p.Cascades each belongs to.
+	oids   []uint32
+	tables []int32
+	// own says, per table, what the batch statement deletes from it itself, to leave out of its
+	// cascade count: ownNone, ownSwept (the swept table, by a key onto itself), or i+1 for
+	// delete_with child i.
+	own []int
+	// deleted and updated are the last batch's counts, per table.
+	deleted, updated []int64
+}
+
+const (
+	ownNone  = -1
+	ownSwept = 0
+)
+
+// prepareCascades reads the leaf partitions of each table of the pass's cascades, once per run
+// (a partition attached since the last run is counted from this one on): a partitioned table
+// keeps no statistics of its own. A table outside any partition tree is its own leaf.
+func (pr *passRun) prepareCascades() error {
+	if len(pr.p.Cascades) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	oidOf := func(name string) (oid uint32, leaves []uint32, err error) {
+		err = pr.r.cfg.Pool.QueryRow(ctx, `SELECT to_regclass($1)::oid,
+       ARRAY(SELECT t.relid::oid FROM pg_partition_tree(to_regclass($1)) AS t WHERE t.isleaf
+             UNION SELECT c.oid FROM pg_class c WHERE c.oid = to_regclass($1) AND c.relkind <> 'p' ORDER BY 1)`,
+			statement.QuoteName(name)).Scan(&oid, &leaves)
+		if err != nil {
+			return 0, nil, fmt.Errorf("look up table %q: %w", name, err)
+		}
+		return oid, leaves, nil
+	}
+	swept, _, err := oidOf(pr.p.Table)
+	if err != nil {
+		return err
+	}
+	children := make([]uint32, len(pr.p.DeleteWith))
+	for i, c := range pr.p.DeleteWith {
+		if children[i], _, err = oidOf(c.Table); err != nil {
+			return err
+		}
+	}
+	cc := &cascadeCounter{}
+	for i, name := range pr.p.Cascades {
+		oid, leaves, err := oidOf(name)
+		if err != nil {
+			return err
+		}
+		own := ownNone
+		if oid == swept {
+			own = ownSwept
+		}
+		for j, c := range children {
+			if c == oid {
+				own = j + 1
+			}
+		}
+		cc.own = append(cc.own, own)
+		for _, l := range leaves {
+			cc.oids, cc.tables = append(cc.oids, l), append(cc.tables, int32(i))
+		}
+	}
+	pr.cascade = cc
+	pr.out.Cascades = make([]wire.CascadeRows, len(pr.p.Cascades))
+	for i, name := range pr.p.Cascades {
+		pr.out.Cascades[i].Table = name
+	}
+	return nil
+}
+
+// stats reads what tx deleted and updated in each table so far.
+func (cc *cascadeCounter) stats(ctx context.Context, tx pgx.Tx) (deleted, updated []int64, err error) {
+	if err := tx.QueryRow(ctx, statement.CascadeStats, cc.oids, cc.tables).Scan(&deleted, &updated); err != nil {
+		return nil, nil, fmt.Errorf("read the transaction's statistics: %w", err)
+	}
+	if len(deleted) != len(cc.own) || len(updated) != len(cc.own) {
+		return nil, nil, fmt.Errorf("read the transaction's statistics: %d tables answered, want %d", len(deleted), len(cc.own))
+	}
+	return deleted, updated, nil
+}
+
+// measure runs fn, the batch statement, between two reads of tx's statistics, and keeps the
+// difference; a pass without cascades just runs fn.
+func (pr *passRun) measure(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) error {
+	cc := pr.cascade
+	if cc == nil {
+		return fn(ctx, tx)
+	}
+	d0, u0, err := cc.stats(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	d1, u1, err := cc.stats(ctx, tx)
+	if err != nil {
+		return err
+	}
+	cc.deleted, cc.updated = make([]int64, len(d1)), make([]int64, len(u1))
+	for i := range d1 {
+		cc.deleted[i], cc.updated[i] = d1[i]-d0[i], u1[i]-u0[i]
+	}
+	return nil
+}
+
+// countRows adds a committed batch's rows to the answer and the row metric, per table: n of
+// the pass's own, each child's, and what the cascades deleted, less what the statement deleted
+// from the same table itself.
+func (pr *passRun) countRows(n int64) {
+	m := pr.r.cfg.Metrics
+	m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.Table, n)
+	for i, c := range pr.children {
+		m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.DeleteWith[i].Table, c)
+	}
+	cc := pr.cascade
+	if cc == nil {
+		return
+	}
+	for i, d := range cc.deleted {
+		switch own := cc.own[i]; {
+		case own == ownSwept:
+			d -= n
+		case own > 0:
+			d -= pr.children[own-1]
+		}
+		pr.out.Cascades[i].Deleted += d
+		pr.out.Cascades[i].Updated += cc.updated[i]
+		m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.Cascades[i], d)
+	}
+	cc.deleted, cc.updated = nil, nil
+}
+
+// countStatement is the dry run's count of pass p: st.Count, or for a pass with cascades the
+// count that follows its keys too (statement.CascadeCount), answering a deleted and an updated
+// count for each of its cascades tables; cascades is how many, 0 when the keys form a cycle the
+// count cannot follow (st.Count then).
+func (r *Runner) countStatement(ctx context.Context, p policy.Pass, kind statement.Kind, st statement.Set) (query string, cascades int, err error) {
+	if len(p.Cascades) == 0 {
+		return st.Count, 0, nil
+	}
+	g, err := statement.ReadCascades(ctx, r.cfg.Pool, p)
+	if err != nil {
+		return "", 0, err
+	}
+	named := make([]uint32, len(p.Cascades))
+	for i, name := range p.Cascades {
+		if err := r.cfg.Pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, statement.QuoteName(name)).Scan(&named[i]); err != nil {
+			return "", 0, fmt.Errorf("look up table %q: %w", name, err)
+		}
+	}
+	q := statement.CascadeCount(p, kind, g, named)
+	if q == "" {
+		return st.Count, 0, nil
+	}
+	return q, len(p.Cascades), nil
+}
+
+// cascadeRows pairs each table of a pass's cascades with its deleted and updated counts; nil
+// for a pass without cascades.
+func cascadeRows(tables []string, counts []int64) []wire.CascadeRows {
+	if len(tables) == 0 || len(counts) < 2*len(tables) {
+		return nil
+	}
+	out := make([]wire.CascadeRows, len(tables))
+	for i, t := range tables {
+		out[i] = wire.CascadeRows{Table: t, Deleted: counts[2*i], Updated: counts[2*i+1]}
+	}
+	return out
+}
