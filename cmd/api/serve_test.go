@@ -89,6 +89,8 @@ type served struct {
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
+	// stdout holds the lines serve printed after its listening line.
+	stdout <-chan string
 }
 
 // startServe runs serve with env (LISTEN_ADDR defaults to a free loopback port) until the test
@@ -101,6 +103,7 @@ func startServe(t *testing.T, env map[string]string) *served {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{logs: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	lines := newLineWriter()
+	s.stdout = lines.ch
 	go func() { s.done <- serve(ctx, nil, env, lines, s.logs) }()
 	select {
 	case line := <-lines.ch:
