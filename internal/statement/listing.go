@@ -23,7 +23,10 @@ type Statement struct {
 const (
 	paramCutoff = "$1 cutoff (timestamptz: the run's reference time minus the retention)"
 	paramBatch  = paramCutoff + ", $2 batch size (rows)"
-	paramAfter  = paramBatch + ", $3 newest age the previous batch deleted"
+	paramAfter  = paramBatch + ", $3 first age of the batch"
+	paramBound  = paramBatch + ", $3 first age of the batch's range"
+	paramRange  = paramCutoff + ", $2 first age of the range, $3 the age it ends before"
+	paramTail   = paramCutoff + ", $2 first age of the range"
 	paramBlocks = paramCutoff + ", $2 and $3 first and end block of the range (tid '(b,0)')"
 	paramCapped = paramBlocks + ", $4 rows max_rows leaves"
 )
@@ -51,6 +54,8 @@ func List(p policy.Pass, set Set, arch *Archive) []Statement {
 	default:
 		add("access path survey: the eligible rows, as the planner estimates them", paramCutoff, set.Estimate)
 		add("access path survey: every row, as the planner estimates them", "", set.Total)
+		add("index path: where the first batch's range of ages starts and ends", paramBatch, set.Bound)
+		add("index path: where a resumed batch's range of ages ends", paramBound, set.BoundAfter)
 		unlocked, locked := set.Unlocked, set.Locked
 		if arch != nil {
 			unlocked, locked = arch.Unlocked, arch.Locked
@@ -60,8 +65,18 @@ func List(p policy.Pass, set Set, arch *Archive) []Statement {
 			b     Batch
 			retry bool
 		}{{"batch", unlocked, false}, {"batch retried after a held row lock, skipping held rows", locked, true}} {
-			add(form.name+", index path, first", paramBatch, form.b.Index)
-			add(form.name+", index path, resumed", paramAfter, form.b.IndexAfter)
+			switch {
+			case p.MaxRows > 0:
+				add(form.name+", index path, a range of ages, capped by max_rows", paramRange+", $4 rows max_rows leaves", form.b.RangeCapped)
+				add(form.name+", index path, the last range of ages, capped by max_rows", paramTail+", $3 rows max_rows leaves", form.b.TailCapped)
+			case !form.retry && set.RangeBare != "":
+				add(form.name+", index path, a range of ages", paramRange, set.RangeBare)
+				add(form.name+", index path, the last range of ages", paramTail, set.TailBare)
+			default:
+				add(form.name+", index path, a range of ages", paramRange, form.b.Range)
+				add(form.name+", index path, the last range of ages", paramTail, form.b.Tail)
+			}
+			add(form.name+", index path, by rows where more than a batch share its first age", paramAfter, form.b.IndexAfter)
 			switch {
 			case p.MaxRows > 0:
 				add(form.name+", heap path, capped by max_rows", paramCapped, form.b.HeapCapped)

@@ -5,7 +5,8 @@
 //
 // The target table is always aliased t, in a batch's pick too, so a condition written as t.col
 // (or col) means the same row in both places. Every statement binds $1 as the cutoff, a
-// timestamptz; a batch binds $2 (its size, or its first block) and $3 and $4 as its form needs.
+// timestamptz; a batch binds $2 (its size, its first block, or the first age of its range) and $3
+// and $4 as its form needs.
 package statement
 
 import (
@@ -47,6 +48,17 @@ type Set struct {
 	// runs only as the retry of an attempt that met a held row lock: locking writes a lock record
 	// per row before the delete writes its own.
 	Unlocked, Locked Batch
+	// Bound and BoundAfter answer where an index-path batch's range of ages ends: the age $2
+	// rows past its start, NULL when fewer are left. Bound, the first batch's, answers its start
+	// too, the oldest eligible age (NULL: none); BoundAfter's start is $3. They read the age
+	// index alone, under the pass's own condition (Probe's), so the range [start, end) holds at
+	// most $2 of the pass's rows.
+	Bound, BoundAfter string
+	// RangeBare and TailBare are Unlocked.Range and Unlocked.Tail without their RETURNING and
+	// answer, for a pass that needs nothing of the deleted rows (no delete_with, archive_to or
+	// max_rows):
+	// the range is the index path's cursor, not the newest age deleted. "" otherwise.
+	RangeBare, TailBare string
 	// HeapBare is Unlocked.Heap without its RETURNING and answer: the bare DELETE, whose row
 	// count is the command tag's, for a heap batch that needs nothing of the deleted rows:
 	// projecting them into a CTE costs about half as much again as the delete. It is "" for a
@@ -69,9 +81,20 @@ type Set struct {
 // Batch is the batch deletes of one form (taking row locks or not), one per access path. Each
 // answers the rows deleted, the newest age among them, and the rows each delete_with child lost.
 type Batch struct {
-	// Index deletes at most $2 eligible rows, the oldest first; IndexAfter resumes at age $3, the
-	// newest age the previous batch deleted (keyset pagination), so every batch reads an index
-	// range of about one batch however thin the backlog has become.
+	// Range deletes the eligible rows of the ages [$2, $3), Tail those from $2 on: an index-path
+	// batch, whose range Set.Bound ends a batch of rows past its start (keyset pagination), so
+	// every batch reads an index range of about one batch however thin the backlog has become.
+	// The planner knows both ends, and reads the range's rows in heap order (a bitmap scan):
+	// each page once, where they are deleted.
+	Range, Tail string
+	// RangeCapped and TailCapped delete at most $4 (Tail: $3) rows of them, for a pass with
+	// max_rows, whose cap is exact even where rows reach the range between its bound and its
+	// delete.
+	RangeCapped, TailCapped string
+	// IndexAfter deletes at most $2 eligible rows from age $3 on, the oldest first: the index
+	// path's batch where more than a batch of rows share the age its range would start at, which
+	// would make the range empty. Index is the same from the oldest age, which the policy check
+	// plans (internal/check).
 	Index, IndexAfter string
 	// Heap deletes the eligible rows of the blocks [$2, $3), a TID Range Scan; HeapCapped
 	// deletes at most $4 of them, for a pass with max_rows.
@@ -101,15 +124,19 @@ type child struct {
 // deletion is what a batch's DELETE template reads: the pass, and the form of its batch.
 type deletion struct {
 	pass
-	// Heap picks the heap path's template, index-delete otherwise.
-	Heap                bool
-	After, Lock, Capped bool
+	// Heap picks the heap path's template, Range the index path's range of ages (Bounded: with
+	// its end), index-delete otherwise.
+	Heap, Range, Bounded bool
+	After, Lock, Capped  bool
 }
 
 // deletionSQL renders d's DELETE, without its RETURNING.
 func deletionSQL(d deletion) string {
-	if d.Heap {
+	switch {
+	case d.Heap:
 		return render("heap-delete", d)
+	case d.Range:
+		return render("index-range-delete", d)
 	}
 	return render("index-delete", d)
 }
@@ -159,16 +186,20 @@ func Build(p policy.Pass, k Kind) Set {
 	v := newPass(p, k)
 	batch := func(d deletion) string { return render("batch", wrapper{pass: v, Delete: deletionSQL(d)}) }
 	return Set{
-		Predicate: v.Predicate,
-		Unlocked:  batches(v, false, batch),
-		Locked:    batches(v, true, batch),
-		HeapBare:  heapBare(p, v),
-		Single:    render("single", v),
-		PerRow:    perRow(v),
-		Count:     render("count", v),
-		Probe:     render("probe", v),
-		Estimate:  render("estimate", v),
-		Total:     render("total", v),
+		Predicate:  v.Predicate,
+		Unlocked:   batches(v, false, batch),
+		Locked:     batches(v, true, batch),
+		Bound:      render("index-bound", deletion{pass: v}),
+		BoundAfter: render("index-bound", deletion{pass: v, After: true}),
+		RangeBare:  rangeBare(p, v, true),
+		TailBare:   rangeBare(p, v, false),
+		HeapBare:   heapBare(p, v),
+		Single:     render("single", v),
+		PerRow:     perRow(v),
+		Count:      render("count", v),
+		Probe:      render("probe", v),
+		Estimate:   render("estimate", v),
+		Total:      render("total", v),
 	}
 }
 
@@ -178,6 +209,15 @@ func heapBare(p policy.Pass, v pass) string {
 		return ""
 	}
 	return render("heap-delete", deletion{pass: v, Heap: true})
+}
+
+// rangeBare renders the bare index-path DELETE of a range of ages (bounded: with its end) of a
+// pass that needs nothing of the rows it deletes (no delete_with, no archive_to, no max_rows).
+func rangeBare(p policy.Pass, v pass, bounded bool) string {
+	if len(p.DeleteWith) > 0 || p.ArchiveTo != "" || p.MaxRows > 0 {
+		return ""
+	}
+	return render("index-range-delete", deletion{pass: v, Range: true, Bounded: bounded})
 }
 
 // perRow renders a per-row pass's statement; "" for a pass of another mode, which has no function.
@@ -192,10 +232,14 @@ func perRow(v pass) string {
 // turns a DELETE into the whole statement.
 func batches(v pass, lock bool, wrap func(deletion) string) Batch {
 	return Batch{
-		Index:      wrap(deletion{pass: v, Lock: lock}),
-		IndexAfter: wrap(deletion{pass: v, Lock: lock, After: true}),
-		Heap:       wrap(deletion{pass: v, Heap: true, Lock: lock}),
-		HeapCapped: wrap(deletion{pass: v, Heap: true, Lock: lock, Capped: true}),
+		Range:       wrap(deletion{pass: v, Range: true, Bounded: true, Lock: lock}),
+		Tail:        wrap(deletion{pass: v, Range: true, Lock: lock}),
+		RangeCapped: wrap(deletion{pass: v, Range: true, Bounded: true, Lock: lock, Capped: true}),
+		TailCapped:  wrap(deletion{pass: v, Range: true, Lock: lock, Capped: true}),
+		Index:       wrap(deletion{pass: v, Lock: lock}),
+		IndexAfter:  wrap(deletion{pass: v, Lock: lock, After: true}),
+		Heap:        wrap(deletion{pass: v, Heap: true, Lock: lock}),
+		HeapCapped:  wrap(deletion{pass: v, Heap: true, Lock: lock, Capped: true}),
 	}
 }
 

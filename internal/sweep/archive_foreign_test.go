@@ -141,9 +141,9 @@ func TestArchiveForeign(t *testing.T) {
 			}
 		})
 		res := run(t, r, "audit-archive")
-		if res.StopReason != wire.StopBatchError || res.Error == nil || !strings.HasPrefix(res.Error.Code, "08") || res.Deleted != 200 || res.Archived != 200 || res.BatchCount != 3 {
-			t.Fatalf("got %s, deleted %d, archived %d in %d batches, error %+v; want batch-error 08… in the third batch, after 200",
-				res.StopReason, res.Deleted, res.Archived, res.BatchCount, res.Error)
+		if res.StopReason != wire.StopBatchError || res.Error == nil || !strings.HasPrefix(res.Error.Code, "08") || res.Deleted != firstBatchesOf450 || res.Archived != firstBatchesOf450 || res.BatchCount != 3 {
+			t.Fatalf("got %s, deleted %d, archived %d in %d batches, error %+v; want batch-error 08… in the third batch, after %d",
+				res.StopReason, res.Deleted, res.Archived, res.BatchCount, res.Error, firstBatchesOf450)
 		}
 		t.Logf("the batch after the stop failed with %+v", res.Error)
 		// Down at the start of a run: its first batch fails, moving nothing.
@@ -156,14 +156,14 @@ func TestArchiveForeign(t *testing.T) {
 		if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], `the server of foreign archive "cold.audit_log_archive" could not be reached`) {
 			t.Errorf("policy check while down: %v, warnings %q; want one warning", err, warnings)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM audit_log`); n != int64(len(o.rows)-200) {
-			t.Errorf("audit_log holds %d rows, want all but the 200 archived", n)
+		if n := count(t, pool, `SELECT count(*) FROM audit_log`); n != int64(len(o.rows)-firstBatchesOf450) {
+			t.Errorf("audit_log holds %d rows, want all but the %d archived", n, firstBatchesOf450)
 		}
 		cold.Start(t)
 		o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", false)
 		res = run(t, archiveRunner(t, pool, spec, at, 100, nil), "audit-archive")
-		if res.StopReason != wire.StopExhausted || res.Archived != 250 {
-			t.Fatalf("after the restart: %s, archived %d, error %+v; want exhausted, the remaining 250", res.StopReason, res.Archived, res.Error)
+		if res.StopReason != wire.StopExhausted || res.Archived != restOf450 {
+			t.Fatalf("after the restart: %s, archived %d, error %+v; want exhausted, the remaining %d", res.StopReason, res.Archived, res.Error, restOf450)
 		}
 		o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", true)
 	})
@@ -198,17 +198,17 @@ func TestArchiveForeign(t *testing.T) {
 		waitBlocked(t, freshPool(t, coldURL), "INSERT INTO public.audit_log_archive")
 		cold.Stop(t)
 		res := <-done
-		if res == nil || res.StopReason != wire.StopBatchError || res.Deleted != 100 || res.Archived != 100 || res.BatchCount != 2 {
-			t.Fatalf("got %+v; want batch-error in the second batch, after 100", res)
+		if res == nil || res.StopReason != wire.StopBatchError || res.Deleted != firstBatchOf250 || res.Archived != firstBatchOf250 || res.BatchCount != 2 {
+			t.Fatalf("got %+v; want batch-error in the second batch, after %d", res, firstBatchOf250)
 		}
 		t.Logf("the batch under the stop failed with %+v", res.Error)
 		cold.Start(t)
-		if n := o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", false); n != 100 {
-			t.Errorf("cold archive holds %d rows, want the first batch's 100", n)
+		if n := o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", false); n != firstBatchOf250 {
+			t.Errorf("cold archive holds %d rows, want the first batch's %d", n, firstBatchOf250)
 		}
 		res = run(t, archiveRunner(t, pool, spec, at, 100, nil), "audit-archive")
-		if res.StopReason != wire.StopExhausted || res.Archived != 150 {
-			t.Fatalf("after the restart: %s, archived %d, error %+v; want exhausted, the remaining 150", res.StopReason, res.Archived, res.Error)
+		if res.StopReason != wire.StopExhausted || res.Archived != restOf250 {
+			t.Fatalf("after the restart: %s, archived %d, error %+v; want exhausted, the remaining %d", res.StopReason, res.Archived, res.Error, restOf250)
 		}
 		o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", true)
 	})
@@ -304,7 +304,9 @@ func TestArchivePolicyDoc(t *testing.T) {
 	at := dbNow(t, pool)
 	seedAudit(t, pool, at, 40, 5)
 	o := newAuditOracle(t, pool, at)
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
+	// Batches of 10 of the 40 rows: the first batches are ranges of ages with an end, as the
+	// docs show, the last is the last range.
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: fixed(settings(), 10), AsOf: fixedAsOf(at)})
 	res := run(t, r, "audit-log")
 	if res.StopReason != wire.StopExhausted || res.Passes[0].Archived != 40 || res.Passes[1].Archived != 0 {
 		t.Fatalf("answer %+v; want exhausted, 40 archived by operational, none by compliance", res)

@@ -30,8 +30,19 @@ import (
 const auditRetention = 90 * 24 * time.Hour
 
 // seedAudit inserts into audit_log, as of at: n operational rows past the 90-day window (three
-// to a timestamp, so batches end inside a tie), keep operational rows inside it, and keep
-// compliance rows past it (another pass's). Every fifth actor is NULL.
+// to a timestamp, so batches meet ties), keep operational rows inside it, and keep compliance
+// rows past it (another pass's). Every fifth actor is NULL.
+// An index-path batch of 100 ends before a tie it would split (its range of ages ends at the
+// 101st row's age). Of seedAudit's 250 rows, oldest first, the first batch moves 98 (two rows,
+// then 32 timestamps of three); of 450, the first moves 100 (one, then 33 of three) and the
+// second 99.
+const (
+	firstBatchOf250   = 98
+	firstBatchesOf450 = 100 + 99
+	restOf250         = 250 - firstBatchOf250
+	restOf450         = 450 - firstBatchesOf450
+)
+
 func seedAudit(t *testing.T, pool *pgxpool.Pool, at time.Time, n, keep int) {
 	t.Helper()
 	exec(t, pool, `
@@ -293,11 +304,11 @@ func TestArchive(t *testing.T) {
 			}
 		})
 		res := run(t, r, "audit-archive")
-		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "42601" || res.Deleted != 100 || res.Archived != 100 {
-			t.Fatalf("got %s, deleted %d, archived %d, error %+v; want batch-error 42601 after one batch of 100", res.StopReason, res.Deleted, res.Archived, res.Error)
+		if res.StopReason != wire.StopBatchError || res.Error == nil || res.Error.Code != "42601" || res.Deleted != firstBatchOf250 || res.Archived != firstBatchOf250 {
+			t.Fatalf("got %s, deleted %d, archived %d, error %+v; want batch-error 42601 after one batch of %d", res.StopReason, res.Deleted, res.Archived, res.Error, firstBatchOf250)
 		}
-		if n := o.check(t, pool, pool, archive, false); n != 100 {
-			t.Errorf("archive holds %d rows, want the first batch's 100", n)
+		if n := o.check(t, pool, pool, archive, false); n != firstBatchOf250 {
+			t.Errorf("archive holds %d rows, want the first batch's %d", n, firstBatchOf250)
 		}
 		// The archive without the column: every run fails, naming it, and moves nothing.
 		res = run(t, r, "audit-archive")
@@ -308,8 +319,8 @@ func TestArchive(t *testing.T) {
 		// list, without a restart.
 		exec(t, pool, `ALTER TABLE archive.audit_log ADD COLUMN source_ip text`)
 		res = run(t, r, "audit-archive")
-		if res.StopReason != wire.StopExhausted || res.Archived != 150 {
-			t.Fatalf("after the archive's migration: %s, archived %d, error %+v; want exhausted, 150", res.StopReason, res.Archived, res.Error)
+		if res.StopReason != wire.StopExhausted || res.Archived != restOf250 {
+			t.Fatalf("after the archive's migration: %s, archived %d, error %+v; want exhausted, %d", res.StopReason, res.Archived, res.Error, restOf250)
 		}
 		o.check(t, pool, pool, archive, true)
 	})
@@ -356,13 +367,13 @@ func TestArchive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.StopReason != wire.StopShutdown || res.Archived != 200 || res.Deleted != 200 {
-			t.Fatalf("got %s, deleted %d, archived %d; want shutdown after 200", res.StopReason, res.Deleted, res.Archived)
+		if res.StopReason != wire.StopShutdown || res.Archived != firstBatchesOf450 || res.Deleted != firstBatchesOf450 {
+			t.Fatalf("got %s, deleted %d, archived %d; want shutdown after %d", res.StopReason, res.Deleted, res.Archived, firstBatchesOf450)
 		}
 		o.check(t, pool, pool, archive, false)
 		res = run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
-		if res.Archived != 250 {
-			t.Errorf("the next run archived %d, want the remaining 250", res.Archived)
+		if res.Archived != restOf450 {
+			t.Errorf("the next run archived %d, want the remaining %d", res.Archived, restOf450)
 		}
 		o.check(t, pool, pool, archive, true)
 	})
@@ -407,16 +418,16 @@ func TestArchive(t *testing.T) {
 		if _, err := blocker.Exec(ctx, "ROLLBACK"); err != nil {
 			t.Fatal(err)
 		}
-		if !held || res == nil || res.StopReason != wire.StopBatchError || res.Archived != 100 || res.Deleted != 100 {
-			t.Fatalf("got %+v; want batch-error after the first batch of 100", res)
+		if !held || res == nil || res.StopReason != wire.StopBatchError || res.Archived != firstBatchOf250 || res.Deleted != firstBatchOf250 {
+			t.Fatalf("got %+v; want batch-error after the first batch of %d", res, firstBatchOf250)
 		}
 		t.Logf("the cut batch failed with %+v", res.Error)
-		if n := o.check(t, pool, pool, archive, false); n != 100 {
-			t.Errorf("archive holds %d rows, want the first batch's 100", n)
+		if n := o.check(t, pool, pool, archive, false); n != firstBatchOf250 {
+			t.Errorf("archive holds %d rows, want the first batch's %d", n, firstBatchOf250)
 		}
 		res = run(t, archiveRunner(t, pool, auditArchiveSpec(policy.ModeBatched, archive), at, 100, nil), "audit-archive")
-		if res.Archived != 150 {
-			t.Errorf("the next run archived %d, want the remaining 150", res.Archived)
+		if res.Archived != restOf250 {
+			t.Errorf("the next run archived %d, want the remaining %d", res.Archived, restOf250)
 		}
 		o.check(t, pool, pool, archive, true)
 	})

@@ -52,9 +52,9 @@ func TestBatchSettings(t *testing.T) {
 	}
 }
 
-// TestIndexPathPlanSettings: the index path's batches price out sorts and bitmap scans, so their
-// select reads the age index in order (a batch of entries, never the whole backlog); the heap
-// path's batches leave both alone. A condition of the pass records the settings from inside.
+// TestIndexPathPlanSettings: the index path's batches price out sorts and sequential scans, so
+// their bound reads the age index in order and their range is read through the index (a batch of
+// entries, never the whole backlog or table); the heap path's batches leave both alone. A condition of the pass records the settings from inside.
 func TestIndexPathPlanSettings(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -68,7 +68,7 @@ func TestIndexPathPlanSettings(t *testing.T) {
 			exec(t, pool, `CREATE INDEX ON probe (at)`)
 			exec(t, pool, `CREATE TABLE probe_seen (settings text)`)
 			exec(t, pool, `CREATE FUNCTION probe_plan() RETURNS boolean LANGUAGE sql VOLATILE AS $$
-				INSERT INTO probe_seen VALUES (current_setting('enable_sort') || ' ' || current_setting('enable_bitmapscan'));
+				INSERT INTO probe_seen VALUES (current_setting('enable_sort') || ' ' || current_setting('enable_seqscan'));
 				SELECT true $$`)
 			exec(t, pool, `INSERT INTO probe SELECT i, now() - interval '2 days' FROM generate_series(1, 10) i`)
 			specs := []policy.Spec{{Name: "probe", Passes: []policy.Pass{{

@@ -295,12 +295,13 @@ func (pr *passRun) batch() (batchResult, error) {
 }
 
 // inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
-// and commits it. ordered prices out sorts and bitmap scans in the transaction, for the index
-// path: its batch select then reads the age index in order, a batch of entries, as the policy
-// check's index verdict plans it. Left to its estimates the planner may read every remaining
-// eligible row through a bitmap and sort them for the batch's LIMIT, and every batch re-reads
-// what is left of the backlog (measured in docs/BENCHMARKS.md on a 1% backlog scattered over 5M
-// rows, where a redundant `read_at IS NOT NULL` made it guess 20 times too few rows).
+// and commits it. ordered prices out sorts and sequential scans in the transaction, for the index
+// path: its bound then reads the age index in order, a batch of entries, as the policy check's
+// index verdict plans it, and its range of ages is read through the index (a bitmap, in heap
+// order), never the whole table. Left to its estimates the planner may read every remaining
+// eligible row and sort them for a LIMIT, and every batch re-reads what is left of the backlog
+// (measured in docs/BENCHMARKS.md on a 1% backlog scattered over 5M rows, where a redundant
+// `read_at IS NOT NULL` made it guess 20 times too few rows).
 func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	s := pr.r.cfg.Settings
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
@@ -329,7 +330,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', $4, true),
 		set_config('plan_cache_mode', 'force_custom_plan', true),
 		set_config('enable_sort', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_sort') END, true),
-		set_config('enable_bitmapscan', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_bitmapscan') END, true)`,
+		set_config('enable_seqscan', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_seqscan') END, true)`,
 		ms(s.StatementTimeout), ms(lockTimeout), ms(2*s.StatementTimeout), syncCommit, ordered); err != nil {
 		return fmt.Errorf("set batch timeouts: %w", err)
 	}
@@ -364,21 +365,6 @@ func (pr *passRun) answer(b *batchResult) []any {
 		dest = append(dest, &pr.children[i])
 	}
 	return dest
-}
-
-// indexBatch deletes the next batch of the index path: at most limit rows, the oldest first, from
-// the cursor on.
-func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batchResult, err error) {
-	form := pr.batchForm(lock)
-	query, args := form.Index, []any{pr.cutoff, pr.limit}
-	if pr.index.after != nil {
-		query, args = form.IndexAfter, append(args, pr.index.after)
-	}
-	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
-		return batchResult{}, err
-	}
-	b.more = b.n >= int64(pr.limit)
-	return b, nil
 }
 
 // heapBatch deletes the eligible rows of the blocks [from, to): all of them, or at most limit for

@@ -306,12 +306,9 @@ func TestHeapPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// 50, then doubled to 100 (the max), 100; the index path then finds 0 of 100, the
-			// heap path ends at its last block.
-			want := []float64{50, 100, 100, 0}
-			if tp.path == sweep.PathHeap {
-				want = want[:3]
-			}
+			// 50, then doubled to 100 (the max), 100: the index path's bound found no row past
+			// them, the heap path ends at its last block.
+			want := []float64{50, 100, 100}
 			if got := deletedPerBatch(t, &out); res.Deleted != 250 || fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("deleted %d in batches of %v; want 250 in %v", res.Deleted, got, want)
 			}
@@ -348,4 +345,59 @@ func deletedPerBatch(t *testing.T, out *syncBuffer) []float64 {
 		got = append(got, l["deleted"].(float64))
 	}
 	return got
+}
+
+// TestIndexPathRanges: an index-path batch deletes a range of ages, ending at the age a batch of
+// rows past its start. Where more than a batch of rows share the age a range would start at, the
+// range would be empty, and the batch deletes a batch of them by rows instead; a tie across a
+// range's end ends the batch before it. Each case is exact on the index path in both its forms.
+func TestIndexPathRanges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// ages is the eligible rows' seconds before the 31-day mark, one per row, oldest first.
+		ages string
+		want []float64
+	}{
+		// 250 rows share one age, then 50 distinct ones: batches by rows through the tie, then the
+		// last 100 as the last range.
+		{"more than a batch share the first age", `SELECT 1000 FROM generate_series(1, 250) UNION ALL SELECT 50 - i FROM generate_series(1, 50) i`,
+			[]float64{100, 100, 100}},
+		// ten ages of 30 rows: a batch of 100 ends before the tie its 91st to 120th rows share.
+		{"a tie across a range's end ends the batch before it", `SELECT 1000 - i / 30 FROM generate_series(0, 299) i`,
+			[]float64{90, 90, 90, 30}},
+	} {
+		for _, tp := range testPaths {
+			if tp.path != sweep.PathIndex {
+				continue
+			}
+			t.Run(tc.name+", "+tp.name, func(t *testing.T) {
+				t.Parallel()
+				pool := dbtest.Pool(t)
+				at := dbNow(t, pool)
+				exec(t, pool, `INSERT INTO accounts (id, email) VALUES ('00000000-0000-0000-0000-000000000001', 'n@example.com')`)
+				exec(t, pool, `INSERT INTO notifications (account_id, kind, body, created_at, read_at)
+					SELECT '00000000-0000-0000-0000-000000000001', 'mention', 'old', $1::timestamptz - interval '60 days',
+					       $1::timestamptz - interval '31 days' - a.s * interval '1 second'
+					FROM (`+tc.ages+`) AS a(s)`, at)
+				exec(t, pool, `INSERT INTO notifications (account_id, kind, body, created_at, read_at)
+					SELECT '00000000-0000-0000-0000-000000000001', 'mention', 'fresh', $1::timestamptz, $1::timestamptz - interval '1 day'
+					FROM generate_series(1, 20)`, at)
+				var out syncBuffer
+				logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: fixed(settings(), 100),
+					AsOf: fixedAsOf(at), Logger: logger}, 100))
+				res, err := r.Run(ctx, "notifications", sweep.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := deletedPerBatch(t, &out); res.Deleted != 300 || fmt.Sprint(got) != fmt.Sprint(tc.want) || res.StopReason != wire.StopExhausted {
+					t.Fatalf("deleted %d in batches of %v, %s; want 300 in %v, exhausted", res.Deleted, got, res.StopReason, tc.want)
+				}
+				if old, fresh := count(t, pool, `SELECT count(*) FROM notifications WHERE body = 'old'`), count(t, pool, `SELECT count(*) FROM notifications WHERE body = 'fresh'`); old != 0 || fresh != 20 {
+					t.Errorf("left %d old and %d fresh rows, want 0 and 20", old, fresh)
+				}
+			})
+		}
+	}
 }

@@ -68,9 +68,9 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 50, then doubled to 100 (the max), 100, then 0 of 100.
-		if res.Deleted != 250 || res.BatchCount != 4 {
-			t.Fatalf("deleted %d in %d batches; want 250 in 4", res.Deleted, res.BatchCount)
+		// 50, then doubled to 100 (the max), then the last 100, past which no row was left.
+		if res.Deleted != 250 || res.BatchCount != 3 {
+			t.Fatalf("deleted %d in %d batches; want 250 in 3", res.Deleted, res.BatchCount)
 		}
 	})
 

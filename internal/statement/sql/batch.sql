@@ -11,16 +11,52 @@ SELECT count(*), max(age){{template "children-answer" .}} FROM deleted
 {{- end}}
 
 {{/*
-  An index-path batch: at most $2 rows, the oldest first, picked by ctid from the age index,
+  An index-path batch by rows, where more than a batch of rows share the age a range would start
+  at (a range would be empty): at most $2 rows, the oldest first, picked by ctid from the age index,
   the predicate standing on the delete target too (a row changed under us is re-checked after
-  the wait and kept if it no longer qualifies). After resumes it at $3, the newest age the
-  previous batch deleted; Lock picks FOR UPDATE SKIP LOCKED, skipping held rows.
+  the wait and kept if it no longer qualifies). After resumes it at $3, the age the batch
+  starts at; Lock picks FOR UPDATE SKIP LOCKED, skipping held rows.
 */}}
 {{define "index-delete" -}}
 {{"  "}}DELETE FROM {{.Table}} AS t
    WHERE t.ctid = ANY (ARRAY(
            SELECT t.ctid FROM {{.Table}} AS t WHERE {{.Predicate}}{{if .After}} AND t.{{.Age}} >= $3{{end}} ORDER BY t.{{.Age}} LIMIT $2{{template "locking" .}}))
      AND {{.Predicate}}
+{{- end}}
+
+{{/*
+  An index-path batch over a range of ages, [$2, $3), or from $2 on for the last range (Bounded
+  false): the range's end is the age a batch of rows past its start (index-bound), so it holds at
+  most a batch of the pass's rows. The planner sees both ends, and reads the range through a
+  bitmap of the age index, in heap order: each page once, where the batch deletes its rows.
+  Lock and Capped (at most the last parameter's rows, for max_rows: rows that reach the range
+  between its bound and its delete are left to the next run) pick first and delete what they picked.
+*/}}
+{{define "index-range-delete" -}}
+{{if or .Lock .Capped -}}
+{{"  "}}DELETE FROM {{.Table}} AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM {{.Table}} AS t WHERE {{template "ages" .}} AND {{.Predicate}}{{if .Capped}} LIMIT {{if .Bounded}}$4{{else}}$3{{end}}{{end}}{{template "locking" .}}))
+     AND {{.Predicate}}
+{{- else -}}
+{{"  "}}DELETE FROM {{.Table}} AS t WHERE {{template "ages" .}} AND {{.Predicate}}
+{{- end}}
+{{- end}}
+
+{{define "ages"}}t.{{.Age}} >= $2{{if .Bounded}} AND t.{{.Age}} < $3{{end}}{{end}}
+
+{{/*
+  Where an index-path batch's range of ages ends: the age $2 rows past its start, read from the
+  age index alone (the pass's own condition, without its keep guards, which can only keep more
+  rows), NULL when fewer are left. The first batch's start is the oldest eligible age; a resumed
+  batch starts at $3, where the previous one ended.
+*/}}
+{{define "index-bound" -}}
+{{if .After -}}
+SELECT (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} AND t.{{.Age}} >= $3 ORDER BY t.{{.Age}} OFFSET $2 LIMIT 1)
+{{- else -}}
+SELECT (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} LIMIT 1),
+       (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} OFFSET $2 LIMIT 1)
+{{- end}}
 {{- end}}
 
 {{/*

@@ -7,20 +7,35 @@ SELECT 1 FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurre
 -- access path survey: every row, as the planner estimates them
 SELECT 1 FROM "audit"."log" AS t;
 
--- batch, index path, first
+-- index path: where the first batch's range of ages starts and ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT (SELECT t."occurred_at" FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT 1),
+       (SELECT t."occurred_at" FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" OFFSET $2 LIMIT 1);
+
+-- index path: where a resumed batch's range of ages ends
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch's range
+SELECT (SELECT t."occurred_at" FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz AND t."occurred_at" >= $3 ORDER BY t."occurred_at" OFFSET $2 LIMIT 1);
+
+-- batch, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
-  DELETE FROM "audit"."log" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT $2))
-     AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz
+  DELETE FROM "audit"."log" AS t WHERE t."occurred_at" >= $2 AND t."occurred_at" < $3 AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz
   RETURNING t.*),
 archived AS (
   INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
 SELECT count(*), max(deleted."occurred_at") FROM deleted;
 
--- batch, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t WHERE t."occurred_at" >= $2 AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "audit"."log" AS t
    WHERE t.ctid = ANY (ARRAY(
@@ -40,20 +55,30 @@ archived AS (
   INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
 SELECT count(*), max(deleted."occurred_at") FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, first
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+-- batch retried after a held row lock, skipping held rows, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
   DELETE FROM "audit"."log" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "audit"."log" AS t WHERE t."occurred_at" >= $2 AND t."occurred_at" < $3 AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz FOR UPDATE SKIP LOCKED))
      AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz
   RETURNING t.*),
 archived AS (
   INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
 SELECT count(*), max(deleted."occurred_at") FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch retried after a held row lock, skipping held rows, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "audit"."log" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "audit"."log" AS t WHERE t."occurred_at" >= $2 AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz FOR UPDATE SKIP LOCKED))
+     AND (t.bucket = 'operational') AND t."occurred_at" < $1::timestamptz
+  RETURNING t.*),
+archived AS (
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
+SELECT count(*), max(deleted."occurred_at") FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "audit"."log" AS t
    WHERE t.ctid = ANY (ARRAY(

@@ -7,18 +7,25 @@ SELECT 1 FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '120960
 -- access path survey: every row, as the planner estimates them
 SELECT 1 FROM "events" AS t;
 
--- batch, index path, first
+-- index path: where the first batch's range of ages starts and ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
-WITH deleted AS (
-  DELETE FROM "events" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT $2))
-     AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
-  RETURNING t."at" AS age)
-SELECT count(*), max(age) FROM deleted;
+SELECT (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT 1),
+       (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" OFFSET $2 LIMIT 1);
 
--- batch, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- index path: where a resumed batch's range of ages ends
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch's range
+SELECT (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" OFFSET $2 LIMIT 1);
+
+-- batch, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
+  DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+
+-- batch, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+  DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+
+-- batch, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "events" AS t
    WHERE t.ctid = ANY (ARRAY(
@@ -31,18 +38,26 @@ SELECT count(*), max(age) FROM deleted;
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
   DELETE FROM "events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
--- batch retried after a held row lock, skipping held rows, index path, first
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+-- batch retried after a held row lock, skipping held rows, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
   DELETE FROM "events" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
      AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch retried after a held row lock, skipping held rows, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "events" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
+     AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
+  RETURNING t."at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "events" AS t
    WHERE t.ctid = ANY (ARRAY(

@@ -7,21 +7,37 @@ SELECT 1 FROM "notifications" AS t WHERE t."read_at" < $1::timestamptz;
 -- access path survey: every row, as the planner estimates them
 SELECT 1 FROM "notifications" AS t;
 
--- batch, index path, first
+-- index path: where the first batch's range of ages starts and ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+SELECT (SELECT t."read_at" FROM "notifications" AS t WHERE t."read_at" < $1::timestamptz ORDER BY t."read_at" LIMIT 1),
+       (SELECT t."read_at" FROM "notifications" AS t WHERE t."read_at" < $1::timestamptz ORDER BY t."read_at" OFFSET $2 LIMIT 1);
+
+-- index path: where a resumed batch's range of ages ends
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch's range
+SELECT (SELECT t."read_at" FROM "notifications" AS t WHERE t."read_at" < $1::timestamptz AND t."read_at" >= $3 ORDER BY t."read_at" OFFSET $2 LIMIT 1);
+
+-- batch, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
-  DELETE FROM "notifications" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < $1::timestamptz ORDER BY t."read_at" LIMIT $2))
-     AND t."read_at" < $1::timestamptz
+  DELETE FROM "notifications" AS t WHERE t."read_at" >= $2 AND t."read_at" < $3 AND t."read_at" < $1::timestamptz
   RETURNING t."read_at" AS age, t."id" AS r0),
 c0 AS (
   DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
   RETURNING 1)
 SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
 
--- batch, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "notifications" AS t WHERE t."read_at" >= $2 AND t."read_at" < $1::timestamptz
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "notifications" AS t
    WHERE t.ctid = ANY (ARRAY(
@@ -43,12 +59,11 @@ c0 AS (
   RETURNING 1)
 SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, first
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+-- batch retried after a held row lock, skipping held rows, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
   DELETE FROM "notifications" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" < $1::timestamptz ORDER BY t."read_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" >= $2 AND t."read_at" < $3 AND t."read_at" < $1::timestamptz FOR UPDATE SKIP LOCKED))
      AND t."read_at" < $1::timestamptz
   RETURNING t."read_at" AS age, t."id" AS r0),
 c0 AS (
@@ -56,8 +71,20 @@ c0 AS (
   RETURNING 1)
 SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch retried after a held row lock, skipping held rows, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "notifications" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "notifications" AS t WHERE t."read_at" >= $2 AND t."read_at" < $1::timestamptz FOR UPDATE SKIP LOCKED))
+     AND t."read_at" < $1::timestamptz
+  RETURNING t."read_at" AS age, t."id" AS r0),
+c0 AS (
+  DELETE FROM "notification_deliveries" AS c WHERE c."notification_id" = ANY (ARRAY(SELECT r0 FROM deleted))
+  RETURNING 1)
+SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "notifications" AS t
    WHERE t.ctid = ANY (ARRAY(

@@ -7,18 +7,25 @@ SELECT 1 FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."di
 -- access path survey: every row, as the planner estimates them
 SELECT 1 FROM "outbox_events" AS t;
 
--- batch, index path, first
+-- index path: where the first batch's range of ages starts and ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
-WITH deleted AS (
-  DELETE FROM "outbox_events" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) ORDER BY t."dispatched_at" LIMIT $2))
-     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
-  RETURNING t."dispatched_at" AS age)
-SELECT count(*), max(age) FROM deleted;
+SELECT (SELECT t."dispatched_at" FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') ORDER BY t."dispatched_at" LIMIT 1),
+       (SELECT t."dispatched_at" FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') ORDER BY t."dispatched_at" OFFSET $2 LIMIT 1);
 
--- batch, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- index path: where a resumed batch's range of ages ends
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch's range
+SELECT (SELECT t."dispatched_at" FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND t."dispatched_at" >= $3 ORDER BY t."dispatched_at" OFFSET $2 LIMIT 1);
+
+-- batch, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
+  DELETE FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND t."dispatched_at" < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+
+-- batch, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+  DELETE FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+
+-- batch, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "outbox_events" AS t
    WHERE t.ctid = ANY (ARRAY(
@@ -31,18 +38,26 @@ SELECT count(*), max(age) FROM deleted;
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
   DELETE FROM "outbox_events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
 
--- batch retried after a held row lock, skipping held rows, index path, first
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+-- batch retried after a held row lock, skipping held rows, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
   DELETE FROM "outbox_events" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) ORDER BY t."dispatched_at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND t."dispatched_at" < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) FOR UPDATE SKIP LOCKED))
      AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
   RETURNING t."dispatched_at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch retried after a held row lock, skipping held rows, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "outbox_events" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) FOR UPDATE SKIP LOCKED))
+     AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)))
+  RETURNING t."dispatched_at" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "outbox_events" AS t
    WHERE t.ctid = ANY (ARRAY(

@@ -7,18 +7,25 @@ SELECT 1 FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor
 -- access path survey: every row, as the planner estimates them
 SELECT 1 FROM "receipts" AS t;
 
--- batch, index path, first
+-- index path: where the first batch's range of ages starts and ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
-WITH deleted AS (
-  DELETE FROM "receipts" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) ORDER BY t."received_ts" LIMIT $2))
-     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
-  RETURNING t."received_ts" AS age)
-SELECT count(*), max(age) FROM deleted;
+SELECT (SELECT t."received_ts" FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint ORDER BY t."received_ts" LIMIT 1),
+       (SELECT t."received_ts" FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint ORDER BY t."received_ts" OFFSET $2 LIMIT 1);
 
--- batch, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- index path: where a resumed batch's range of ages ends
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch's range
+SELECT (SELECT t."received_ts" FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND t."received_ts" >= $3 ORDER BY t."received_ts" OFFSET $2 LIMIT 1);
+
+-- batch, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
+  DELETE FROM "receipts" AS t WHERE t."received_ts" >= $2 AND t."received_ts" < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+
+-- batch, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+  DELETE FROM "receipts" AS t WHERE t."received_ts" >= $2 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+
+-- batch, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "receipts" AS t
    WHERE t.ctid = ANY (ARRAY(
@@ -31,18 +38,26 @@ SELECT count(*), max(age) FROM deleted;
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
   DELETE FROM "receipts" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
 
--- batch retried after a held row lock, skipping held rows, index path, first
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
+-- batch retried after a held row lock, skipping held rows, index path, a range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
   DELETE FROM "receipts" AS t
-   WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) ORDER BY t."received_ts" LIMIT $2 FOR UPDATE SKIP LOCKED))
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "receipts" AS t WHERE t."received_ts" >= $2 AND t."received_ts" < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) FOR UPDATE SKIP LOCKED))
      AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
   RETURNING t."received_ts" AS age)
 SELECT count(*), max(age) FROM deleted;
 
--- batch retried after a held row lock, skipping held rows, index path, resumed
---   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 newest age the previous batch deleted
+-- batch retried after a held row lock, skipping held rows, index path, the last range of ages
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
+WITH deleted AS (
+  DELETE FROM "receipts" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "receipts" AS t WHERE t."received_ts" >= $2 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) FOR UPDATE SKIP LOCKED))
+     AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)))
+  RETURNING t."received_ts" AS age)
+SELECT count(*), max(age) FROM deleted;
+
+-- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
+--   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
   DELETE FROM "receipts" AS t
    WHERE t.ctid = ANY (ARRAY(
