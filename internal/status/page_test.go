@@ -82,7 +82,10 @@ func TestPage(t *testing.T) {
 		Message: `connect postgres://api:hunter2-secret@db/app failed; key k3y-0123456789abcdef`}
 	skipped := wire.HistoryRun{RunID: "0192a000-0000-7000-8000-00000000ffff", Sweep: "notifications",
 		StartedAt: now.Add(-time.Minute), FinishedAt: ptr(now.Add(-time.Minute)), StopReason: ptr(wire.StopLeaseHeld),
-		Skipped: true, Passes: []wire.HistoryPass{}}
+		Skipped: true, Requests: 12, Passes: []wire.HistoryPass{}}
+	withChildren := run("notifications", "read", 60, 500, 4096, wire.StopExhausted)
+	withChildren.Passes[0].Children = []wire.ChildRows{{Table: "receipts", Column: "notification_id", Rows: 40}}
+	withChildren.Passes[0].Cascades = []wire.CascadeRows{{Table: "marks", Deleted: 2}}
 
 	cases := []struct {
 		name    string
@@ -119,7 +122,7 @@ func TestPage(t *testing.T) {
 			specs: []policy.Spec{spec("notifications", pass("read", "notifications")), spec("idle", pass("old", "events")),
 				spec("tokens", pass("expired", "refresh_tokens"))},
 			runs: map[string][]wire.HistoryRun{
-				"notifications": {skipped, run("notifications", "read", 60, 500, 4096, wire.StopExhausted), run("notifications", "read", 120, 900, 4096, wire.StopBudget)},
+				"notifications": {skipped, withChildren, run("notifications", "read", 120, 900, 4096, wire.StopBudget)},
 				"tokens":        {run("tokens", "expired", 30, 10, 8192, wire.StopExhausted)},
 			},
 			status: http.StatusOK,
@@ -133,8 +136,12 @@ func TestPage(t *testing.T) {
 				}
 				// The pass row keeps the newest run that ran it, not the skipped one.
 				passes := find(doc, "tr", "pass")
-				if len(passes) != 3 || !strings.Contains(text(passes[0]), "heap") || !strings.Contains(text(passes[0]), "500") {
-					t.Errorf("first pass row %q, want the run that deleted 500 by heap", text(passes[0]))
+				if len(passes) != 3 || !strings.Contains(text(passes[0]), "heap") || !strings.Contains(text(passes[0]), "500") ||
+					!strings.Contains(text(passes[0]), "+42 with them") {
+					t.Errorf("first pass row %q, want the run that deleted 500 by heap, and 42 rows with them", text(passes[0]))
+				}
+				if got := text(find(doc, "tr", "sweep")[0]); !strings.Contains(got, "lease-held ×12") {
+					t.Errorf("sweep row %q, want the 12 lease-held answers its row stands for", got)
 				}
 				if !strings.Contains(text(passes[2]), "not run yet") {
 					t.Errorf("never-run pass row %q", text(passes[2]))

@@ -47,7 +47,9 @@ type passView struct {
 	Deleted    int64
 	Archived   int64
 	Partitions int64
-	Failed     bool
+	// With counts the rows deleted with the pass's own: delete_with children and cascades.
+	With   int64
+	Failed bool
 }
 
 // runView is one run as the page shows it.
@@ -131,6 +133,12 @@ func newPassView(ps policy.Pass, runs []wire.HistoryRun) passView {
 			}
 			v.Ran, v.Path, v.StopReason = true, hp.Path, string(hp.StopReason)
 			v.Deleted, v.Archived, v.Partitions = hp.Deleted, hp.Archived, hp.PartitionsDropped
+			for _, c := range hp.Children {
+				v.With += c.Rows
+			}
+			for _, c := range hp.Cascades {
+				v.With += c.Deleted
+			}
 			v.Failed = hp.StopReason == wire.StopBatchError
 			return v
 		}
@@ -150,6 +158,9 @@ func newRunView(r wire.HistoryRun, now time.Time, red *redact.Redactor) runView 
 		switch {
 		case r.Skipped:
 			v.State = "skipped"
+			if r.Requests > 1 { // the lease-held answers of one minute share a row
+				v.StopReason = fmt.Sprintf("%s ×%d", v.StopReason, r.Requests)
+			}
 		case *r.StopReason == wire.StopBatchError:
 			v.State = "failed"
 		case r.Truncated:
