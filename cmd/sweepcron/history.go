@@ -178,6 +178,10 @@ func writeHistory(w io.Writer, runs []wire.HistoryRun, sweep string) error {
 		if r.Truncated {
 			stop += " (truncated)"
 		}
+		// The lease-held answers of a minute share a row: say how many it stands for.
+		if r.Requests > 1 {
+			stop += fmt.Sprintf(" ×%d", r.Requests)
+		}
 		rows = append(rows, []string{
 			r.StartedAt.UTC().Format(time.RFC3339), r.Sweep, duration, stop,
 			strconv.FormatInt(r.Deleted, 10), strconv.FormatInt(r.Archived, 10), strconv.FormatInt(r.PartitionsDropped, 10),

@@ -23,7 +23,7 @@ const historyBody = `{"runs":[
  "passes":[{"pass":"users","deleted":5,"archived":3,"partitionsDropped":1,"stopReason":"batch-error"}],
  "error":{"code":"23503","message":"update or delete violates\nforeign key constraint","pass":"users"},"requestId":"req-2"},
 {"runId":"6f1c0e7e-0000-4000-8000-000000000003","sweep":"notifications","startedAt":"2026-11-26T09:15:00Z","finishedAt":"2026-11-26T09:15:00.004Z",
- "stopReason":"lease-held","truncated":false,"skipped":true,"deleted":0,"archived":0,"partitionsDropped":0,"passes":[],"error":null,"requestId":""},
+ "stopReason":"lease-held","truncated":false,"skipped":true,"deleted":0,"archived":0,"partitionsDropped":0,"passes":[],"error":null,"requestId":"","requests":300},
 {"runId":"6f1c0e7e-0000-4000-8000-000000000004","sweep":"audit-log","startedAt":"2026-11-27T09:15:00Z","finishedAt":null,
  "stopReason":"","truncated":false,"skipped":false,"deleted":0,"archived":0,"partitionsDropped":0,"passes":[],"error":null,"requestId":"req-4"},
 {"runId":"6f1c0e7e-0000-4000-8000-000000000005","sweep":"audit-log","startedAt":"2026-11-28T09:15:00Z","finishedAt":"2026-11-28T09:16:30Z",
@@ -43,7 +43,7 @@ func TestHistoryTable(t *testing.T) {
 		"2026-11-24T09:15:00Z  notifications  1.2s      exhausted           1200     0         0        6f1c0e7e-0000-4000-8000-000000000001  req-1",
 		"2026-11-25T08:15:00Z  erasure        1m30s     batch-error         5        3         1        6f1c0e7e-0000-4000-8000-000000000002  req-2",
 		`  error 23503 in pass "users": update or delete violates foreign key constraint`,
-		"2026-11-26T09:15:00Z  notifications  4ms       lease-held          0        0         0        6f1c0e7e-0000-4000-8000-000000000003  -",
+		"2026-11-26T09:15:00Z  notifications  4ms       lease-held ×300     0        0         0        6f1c0e7e-0000-4000-8000-000000000003  -",
 		"2026-11-27T09:15:00Z  audit-log      -         unfinished          0        0         0        6f1c0e7e-0000-4000-8000-000000000004  req-4",
 		"2026-11-28T09:15:00Z  audit-log      1m30s     budget (truncated)  90000    0         0        6f1c0e7e-0000-4000-8000-000000000005  req-5",
 	}
