@@ -17,8 +17,10 @@
 //     00003_run.sql); goose applies the files in that order and records each number;
 //   - qualify every object with the schema (CREATE TABLE sweeprail.run …): the set never creates
 //     anything outside schema sweeprail, which exists before the first file runs;
-//   - build an index on a table that can be large with CREATE INDEX CONCURRENTLY, in a file of
-//     its own that starts with "-- +goose NO TRANSACTION";
+//   - build indexes in the migration's transaction, never CONCURRENTLY: replicas migrating
+//     together queue on the set's advisory lock inside an open transaction, which a concurrent
+//     build waits for while it holds the lock (a deadlock); every table of the set is pruned to
+//     a retention, so a plain build is short;
 //   - add a table the API cannot serve without to Sweeprail.Required: boot and `api policy check`
 //     then refuse, and /readyz reports, a database that lacks it, naming `api migrate up`;
 //   - only add: during a rollout the previous release runs against the migrated database (a
