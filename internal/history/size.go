@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,6 +29,9 @@ CROSS JOIN LATERAL (
 ) s
 WHERE s.bytes IS NOT NULL`
 
+// measureLockTimeout bounds the wait for a table's lock while measuring it.
+const measureLockTimeout = 100 * time.Millisecond
+
 // tableSize is one table's size as the catalog has it.
 type tableSize struct{ rows, bytes int64 }
 
@@ -47,7 +51,18 @@ func (s *Store) measure(ctx context.Context, tables []string) (map[string]tableS
 		}
 		byQuoted[q] = t
 	}
-	rows, err := s.pool.Query(ctx, sizeQuery, quoted)
+	// pg_total_relation_size takes the table's ACCESS SHARE lock: behind a migration's or a
+	// VACUUM FULL's lock it would hold the run's answer until the statement timeout. It waits
+	// measureLockTimeout at most, and the run is recorded without the sizes.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("measure tables: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprint(measureLockTimeout.Milliseconds())); err != nil {
+		return nil, fmt.Errorf("measure tables: %w", err)
+	}
+	rows, err := tx.Query(ctx, sizeQuery, quoted)
 	if err != nil {
 		return nil, fmt.Errorf("measure tables: %w", err)
 	}

@@ -2,7 +2,11 @@ package history_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -99,5 +103,48 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestFinishBehindALock checks that a table another transaction holds locked (a migration, a
+// VACUUM FULL) does not hold the run's record back: the row is written at once, without the
+// size, and the error says why.
+func TestFinishBehindALock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := dbtest.URL(t)
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	exec(t, pool, `CREATE TABLE held (id bigint)`)
+	holder := dbtest.Conn(t, u)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE held IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	store := history.New(pool, history.DefaultRetention)
+	res := &wire.Result{Sweep: "s", RunID: "0192a000-0000-7000-8000-0000000000bb", StopReason: wire.StopExhausted,
+		Passes: []wire.PassResult{{Pass: "p", StopReason: wire.StopExhausted, Path: "heap"}}}
+	// Bounded, so that a measurement that waits for the lock fails here rather than hanging.
+	finishCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = store.Finish(finishCtx, res, "", map[string]string{"p": "held"})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		t.Fatalf("Finish: %v, want the measurement's lock timeout (55P03)", err)
+	}
+	runs, err := store.List(ctx, "s", 1)
+	if err != nil || len(runs) != 1 || runs[0].FinishedAt == nil || len(runs[0].Passes) != 1 {
+		t.Fatalf("%+v %v, want the run recorded", runs, err)
+	}
+	if p := runs[0].Passes[0]; p.TableBytes != nil || p.TableRows != nil || p.Path != "heap" {
+		t.Errorf("pass %+v, want it recorded without a size", p)
 	}
 }
