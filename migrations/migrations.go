@@ -46,9 +46,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 )
 
 // FS holds every migration of both sets, each set in its own directory.
@@ -138,12 +140,13 @@ func (s *Set) provider(db *sql.DB) (*goose.Provider, error) {
 	return p, nil
 }
 
+// openDB opens databaseURL for goose in dbpool's query mode, which a transaction pooler passes.
 func openDB(databaseURL string) (*sql.DB, error) {
-	db, err := sql.Open("pgx", databaseURL)
+	cc, err := dbpool.ConnConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return db, nil
+	return stdlib.OpenDB(*cc), nil
 }
 
 // Up applies every pending migration of the set and writes one line per applied migration to w.

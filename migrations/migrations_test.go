@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/migrations"
 )
@@ -24,7 +25,7 @@ var ctx = context.Background()
 
 func newPool(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}

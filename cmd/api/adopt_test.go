@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 )
 
@@ -146,7 +147,7 @@ func TestAdoption(t *testing.T) {
 			t.Parallel()
 			// Roles are the cluster's: a name of this test's own, dropped after the database.
 			role := "sweeprail_api_" + randomHex(t)
-			server, err := pgxpool.New(ctx, dbtest.ServerURL(t))
+			server, err := dbpool.NewPool(ctx, dbtest.ServerURL(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +158,7 @@ func TestAdoption(t *testing.T) {
 				}
 			})
 			u := dbtest.EmptyURL(t)
-			admin, err := pgxpool.New(ctx, u)
+			admin, err := dbpool.NewPool(ctx, u)
 			if err != nil {
 				t.Fatal(err)
 			}

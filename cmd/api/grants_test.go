@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -86,7 +85,7 @@ func TestGrants(t *testing.T) {
 
 	t.Run("the API runs on exactly those; a revoked one is batch-error 42501 naming the table", func(t *testing.T) {
 		u := dbtest.URL(t)
-		admin, err := pgxpool.New(context.Background(), u)
+		admin, err := dbpool.NewPool(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +165,7 @@ func TestGrants(t *testing.T) {
 			}
 		}
 		u := dbtest.URL(t)
-		admin, err := pgxpool.New(context.Background(), u)
+		admin, err := dbpool.NewPool(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
 		}

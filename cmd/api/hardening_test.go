@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/demo"
 )
@@ -80,7 +81,7 @@ VALUES ('order', 'o-1', 'order.paid', '{}')`); err != nil {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			u := dbtest.URL(t)
-			pool, err := pgxpool.New(ctx, u)
+			pool, err := dbpool.NewPool(ctx, u)
 			if err != nil {
 				t.Fatal(err)
 			}

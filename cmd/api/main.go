@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/demo"
 	"github.com/sweeprail/sweeprail/internal/redact"
 	"github.com/sweeprail/sweeprail/migrations"
@@ -168,7 +169,7 @@ func seedDemo(ctx context.Context, args []string, environ map[string]string, std
 	if err := migrations.Demo.Up(ctx, u, stdout); err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/migrations"
 )
@@ -16,7 +15,7 @@ import (
 // publicTables counts the tables in schema public: the demo schema's home, and an operator's.
 func publicTables(t *testing.T, u string) int {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func TestMigrate(t *testing.T) {
 				t.Fatalf("seed %d: %v\n%s", i, err, out.String())
 			}
 		}
-		pool, err := pgxpool.New(ctx, u)
+		pool, err := dbpool.NewPool(ctx, u)
 		if err != nil {
 			t.Fatal(err)
 		}

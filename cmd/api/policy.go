@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/sweeprail/sweeprail/internal/check"
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
@@ -55,7 +54,7 @@ func policyCmd(ctx context.Context, args []string, environ map[string]string, st
 	}
 	ctx, cancel := context.WithTimeout(ctx, policyCheckTimeout)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		return fmt.Errorf("policy check: open database: %w", err)
 	}

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/signing"
 )
@@ -21,7 +20,7 @@ import (
 // with it, its route swept through a signed request: exactly the eligible rows are gone.
 func TestServePolicyFile(t *testing.T) {
 	u := dbtest.URL(t)
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}

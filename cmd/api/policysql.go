@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
@@ -28,7 +27,7 @@ func policySQL(ctx context.Context, path string, environ map[string]string, stdo
 	}
 	ctx, cancel := context.WithTimeout(ctx, policyCheckTimeout)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		return fmt.Errorf("policy sql: open database: %w", err)
 	}

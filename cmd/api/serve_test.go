@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/config"
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
@@ -317,7 +318,7 @@ func TestServeWithoutKey(t *testing.T) {
 // seedNotifications adds n read notifications past their 30-day retention.
 func seedNotifications(t *testing.T, u string, n int) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}

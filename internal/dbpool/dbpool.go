@@ -1,7 +1,11 @@
-// Package dbpool builds the PostgreSQL pools the API runs on. Every connection goes back to its
-// pool with its session reset, so that nothing one run leaves on it (a policy condition's
-// set_config, a trigger's SET, a SET ROLE, an advisory lock) reaches whatever runs on it next;
-// and the readiness probe gets a small pool of its own, which the sweeps cannot exhaust.
+// Package dbpool builds the PostgreSQL connections and pools sweeprail runs on. Every statement
+// goes out in a query mode that needs no named prepared statement, so the same plain connection
+// string works on a direct connection and through a transaction pooler (PgBouncer's
+// pool_mode=transaction hands each transaction to any server connection, where a statement
+// prepared on another is missing or already exists). Every connection goes back to its pool with
+// its session reset, so that nothing one run leaves on it (a policy condition's set_config, a
+// trigger's SET, a SET ROLE, an advisory lock) reaches whatever runs on it next; and the
+// readiness probe gets a small pool of its own, which the sweeps cannot exhaust.
 package dbpool
 
 import (
@@ -10,8 +14,49 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// DefaultQueryExecMode is the query mode of a connection string that names none. pgx's own
+// default (cache_statement) prepares a named statement per query on each connection, which a
+// transaction pooler breaks (42P05, 26000); exec sends each query with its parameters in one
+// round trip through the unnamed statement, which every pooler passes. It costs the server a
+// parse per statement, which is small beside what a batch's delete costs.
+const DefaultQueryExecMode = pgx.QueryExecModeExec
+
+// execModeParam is the connection string parameter by which pgx takes a query mode; a string that
+// sets it keeps its choice.
+const execModeParam = "default_query_exec_mode"
+
+// ConnConfig parses a connection string as pgx.ParseConfig does, with DefaultQueryExecMode unless
+// the string sets default_query_exec_mode. Its error is pgx's, which may quote the connection
+// string: the caller redacts it.
+func ConnConfig(dsn string) (*pgx.ConnConfig, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	explicit, err := setsExecMode(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if !explicit {
+		cc.DefaultQueryExecMode = DefaultQueryExecMode
+	}
+	return cc, nil
+}
+
+// setsExecMode reports whether dsn names a query mode. pgx removes the parameter from the parsed
+// config, so it is read from pgconn's parse, which keeps every unknown parameter.
+func setsExecMode(dsn string) (bool, error) {
+	c, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return false, err
+	}
+	_, ok := c.RuntimeParams[execModeParam]
+	return ok, nil
+}
 
 // resetSQL is DISCARD ALL without its DEALLOCATE ALL: pgx keeps a cache of prepared statements
 // per connection, and deallocating them behind its back would fail their next use. RESET ALL
@@ -28,16 +73,52 @@ const resetTimeout = 5 * time.Second
 // a second lets a manual check overlap it.
 const probeConns = 2
 
-// ParseConfig parses a connection string as pgxpool.ParseConfig does, with the session reset on
-// release (ResetOnRelease). Its error is pgx's, which may quote the connection string: the
-// caller redacts it.
+// ParseConfig parses a connection string as pgxpool.ParseConfig does, in DefaultQueryExecMode
+// unless the string names a mode, with the session reset on release (ResetOnRelease). Its error
+// is pgx's, which may quote the connection string: the caller redacts it.
 func ParseConfig(dsn string, logger *slog.Logger) (*pgxpool.Config, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := PoolConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
 	ResetOnRelease(cfg, logger)
 	return cfg, nil
+}
+
+// PoolConfig parses a connection string as pgxpool.ParseConfig does, in DefaultQueryExecMode
+// unless the string names a mode, without the reset on release: for the commands that run once
+// and close their pool (migrate, policy check).
+func PoolConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	explicit, err := setsExecMode(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if !explicit {
+		cfg.ConnConfig.DefaultQueryExecMode = DefaultQueryExecMode
+	}
+	return cfg, nil
+}
+
+// NewPool opens a pool on dsn as PoolConfig parses it. The pool connects lazily.
+func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := PoolConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// Connect opens one connection on dsn as ConnConfig parses it.
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cc, err := ConnConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cc)
 }
 
 // ResetOnRelease makes cfg's pool reset each connection's session as it is released, before any

@@ -176,11 +176,12 @@ func exec(sql string) func(*testing.T, *pgxpool.Conn) {
 }
 
 // TestResetKeepsStatementCache: the reset is not DISCARD ALL, whose DEALLOCATE ALL would drop the
-// statements pgx prepared on the connection: a parameterized query still runs from the cache
-// after a release, and the statement is still prepared server-side.
+// statements pgx prepared on the connection: with a connection string that chooses pgx's
+// statement cache, a parameterized query still runs from the cache after a release, and the
+// statement is still prepared server-side.
 func TestResetKeepsStatementCache(t *testing.T) {
 	u, _ := limitedRole(t)
-	pool := onePool(t, u, true)
+	pool := onePool(t, u+"&default_query_exec_mode=cache_statement", true)
 	const q = `SELECT $1::int + 1`
 	for i := range 3 {
 		var n int
@@ -258,5 +259,44 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQueryExecMode: a connection string that names no query mode gets one that prepares no named
+// statement (a transaction pooler breaks those), and one that names a mode keeps it, in both
+// forms of connection string.
+func TestQueryExecMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, dsn string
+		want      pgx.QueryExecMode
+	}{
+		{"URL without a mode", "postgres://u@127.0.0.1:5432/db?sslmode=disable", dbpool.DefaultQueryExecMode},
+		{"keywords without a mode", "host=127.0.0.1 user=u dbname=db sslmode=disable", dbpool.DefaultQueryExecMode},
+		{"URL naming cache_statement", "postgres://u@127.0.0.1:5432/db?default_query_exec_mode=cache_statement", pgx.QueryExecModeCacheStatement},
+		{"keywords naming simple_protocol", "host=127.0.0.1 user=u default_query_exec_mode=simple_protocol", pgx.QueryExecModeSimpleProtocol},
+		{"URL naming cache_describe", "postgres://u@127.0.0.1/db?default_query_exec_mode=cache_describe", pgx.QueryExecModeCacheDescribe},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cc, err := dbpool.ConnConfig(tc.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := dbpool.ParseConfig(tc.dsn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.DefaultQueryExecMode != tc.want || pc.ConnConfig.DefaultQueryExecMode != tc.want {
+				t.Errorf("conn %v, pool %v; want %v", cc.DefaultQueryExecMode, pc.ConnConfig.DefaultQueryExecMode, tc.want)
+			}
+			if _, ok := cc.RuntimeParams["default_query_exec_mode"]; ok {
+				t.Error("the mode went to the server as a runtime parameter")
+			}
+		})
+	}
+	if dbpool.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement || dbpool.DefaultQueryExecMode == pgx.QueryExecModeCacheDescribe ||
+		dbpool.DefaultQueryExecMode == pgx.QueryExecModeDescribeExec {
+		t.Errorf("the default %v needs a statement to outlive its transaction", dbpool.DefaultQueryExecMode)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/migrations"
 )
 
@@ -126,7 +127,7 @@ func create(ctx context.Context, t testing.TB, server, options string) string {
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	u := URL(t)
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)
 	}
@@ -146,7 +147,7 @@ func Conn(t testing.TB, u string) *pgx.Conn {
 
 func connect(ctx context.Context, t testing.TB, u string) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(ctx, u)
+	c, err := dbpool.Connect(ctx, u)
 	if err != nil {
 		t.Fatalf("dbtest: connect: %v", err)
 	}

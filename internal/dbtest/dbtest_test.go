@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/migrations"
 )
@@ -31,7 +32,7 @@ SELECT coalesce(array_agg(o ORDER BY o), '{}') FROM (
 
 func newPool(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -45,7 +46,7 @@ func probeServerOf(t *testing.T, pool *pgxpool.Pool, specs []policy.Spec) *harne
 
 func newPool(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}

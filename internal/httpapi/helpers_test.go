@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/httpapi"
@@ -127,7 +128,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	h.db, err = pgxpool.New(ctx, u)
+	h.db, err = dbpool.NewPool(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -115,7 +115,7 @@ func FuzzDecodeSweepRequest(f *testing.F) {
 // request that did pass (a second check would refuse it as replayed).
 func TestEnsureSigned(t *testing.T) {
 	const key = "ensure-signed-test-key-0123456789abcdef"
-	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
+	pool, err := dbpool.NewPool(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
 	if err != nil {
 		t.Fatal(err)
 	}

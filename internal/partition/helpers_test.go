@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/partition"
 )
@@ -28,7 +29,7 @@ type db struct {
 func newDB(t *testing.T) *db {
 	t.Helper()
 	u := dbtest.URL(t)
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}

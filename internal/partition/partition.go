@@ -307,8 +307,12 @@ func cutoffFor(key KeyType, cutoff time.Time) time.Time {
 // under a statement timeout).
 func CountBelow(ctx context.Context, q Querier, p Partition, column string, cutoff time.Time) (int64, error) {
 	var n int64
+	// The cutoff goes as the key reads it, as UTC: a query mode that sends a time as timestamptz
+	// text (exec, simple protocol) has the server drop its offset into a timestamp or a date,
+	// which would compare another wall clock than the one a prepared statement's binary timestamp
+	// carries.
 	if err := q.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s < $1", p.Name, pgx.Identifier{column}.Sanitize()),
-		cutoff).Scan(&n); err != nil {
+		cutoffFor(p.Key, cutoff)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows of partition %s: %w", p.Name, err)
 	}
 	return n, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -458,7 +459,7 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 // openPool is the test's own view of the database at u, closed at cleanup.
 func openPool(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(ctx, withApp(t, u, "reliability-test"))
+	pool, err := dbpool.NewPool(ctx, withApp(t, u, "reliability-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 )
 
@@ -256,7 +257,7 @@ type writer struct {
 
 func startWriter(t *testing.T, u, acc string, every time.Duration) *writer {
 	t.Helper()
-	pool, err := pgxpool.New(ctx, withApp(t, u, "reliability-writer"))
+	pool, err := dbpool.NewPool(ctx, withApp(t, u, "reliability-writer"))
 	if err != nil {
 		t.Fatal(err)
 	}

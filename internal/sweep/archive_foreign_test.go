@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -59,7 +60,7 @@ func coldSetup(t *testing.T, pool *pgxpool.Pool) (*dbtest.ColdServer, string) {
 // look at it needs connections of its own.
 func freshPool(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
-	p, err := pgxpool.New(ctx, u)
+	p, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}

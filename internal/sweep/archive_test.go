@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sweeprail/sweeprail/internal/check"
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/metrics"
@@ -383,7 +384,7 @@ func TestArchive(t *testing.T) {
 	t.Run("a connection cut mid-batch moves nothing of that batch", func(t *testing.T) {
 		t.Parallel()
 		u := dbtest.URL(t)
-		pool, err := pgxpool.New(ctx, u)
+		pool, err := dbpool.NewPool(ctx, u)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -164,7 +165,7 @@ func TestGuarantees(t *testing.T) {
 // midway.
 func TestNewRunner(t *testing.T) {
 	t.Parallel()
-	pool, err := pgxpool.New(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
+	pool, err := dbpool.NewPool(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -20,7 +21,7 @@ import (
 func poolAndURL(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	u := dbtest.URL(t)
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -108,7 +109,7 @@ func TestRun(t *testing.T) {
 	})
 
 	t.Run("unknown sweep", func(t *testing.T) {
-		pool, err := pgxpool.New(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
+		pool, err := dbpool.NewPool(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1") // never connects
 		if err != nil {
 			t.Fatal(err)
 		}

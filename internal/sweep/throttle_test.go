@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -25,7 +25,7 @@ func TestReplicaThrottle(t *testing.T) {
 	cluster := dbtest.NewCluster(t)
 	u := cluster.Database(t)
 	standby := dbtest.StartStandby(t, cluster.URL)
-	pool, err := pgxpool.New(ctx, u)
+	pool, err := dbpool.NewPool(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
