@@ -65,15 +65,20 @@ func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string, 
 	}
 	sizes, measureErr := s.measure(ctx, slices.DeleteFunc(names, func(n string) bool { return n == "" }))
 	passes := historyPasses(res, tables, sizes)
+	// JSON goes as text, never []byte: the exec and simple-protocol query modes send []byte as
+	// bytea, which a json column refuses (22P02).
 	passJSON, err := json.Marshal(passes)
 	if err != nil {
 		return fmt.Errorf("record run end: %w", err)
 	}
-	var errJSON []byte
+	var errJSON *string
 	if res.Error != nil {
-		if errJSON, err = json.Marshal(res.Error); err != nil {
+		b, err := json.Marshal(res.Error)
+		if err != nil {
 			return fmt.Errorf("record run end: %w", err)
 		}
+		e := string(b)
+		errJSON = &e
 	}
 	_, err = s.pool.Exec(ctx, `
 INSERT INTO sweeprail.run (run_id, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
@@ -84,7 +89,7 @@ ON CONFLICT (run_id) DO UPDATE SET finished_at = now(), stop_reason = EXCLUDED.s
     partitions_dropped = EXCLUDED.partitions_dropped, throttled_ms = EXCLUDED.throttled_ms, passes = EXCLUDED.passes,
     error = EXCLUDED.error`,
 		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, res.Archived,
-		res.PartitionsDropped, res.ThrottledMs, passJSON, errJSON, requestID)
+		res.PartitionsDropped, res.ThrottledMs, string(passJSON), errJSON, requestID)
 	if err != nil {
 		return errors.Join(measureErr, fmt.Errorf("record run end: %w", err))
 	}
