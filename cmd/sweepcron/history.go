@@ -44,11 +44,13 @@ type historyOptions struct {
 // historyAnswer is GET /internal/runs (wire.History), with "runs" read as a pointer so that an
 // answer without it is told from an empty history.
 type historyAnswer struct {
-	Runs *[]wire.HistoryRun `json:"runs"`
+	Runs       *[]wire.HistoryRun `json:"runs"`
+	Unrecorded []wire.Unrecorded  `json:"unrecorded"`
 }
 
 // history prints the run history. Exit status: 0 printed (an empty history included), 1 the API
-// answered but not with a history, 2 the API was unreachable, 78 a configuration error.
+// answered but not with a history, or with runs it failed to record (printed after the table), 2
+// the API was unreachable, 78 a configuration error.
 func (c *cli) history(ctx context.Context, args []string, environ map[string]string) error {
 	o, err := parseHistoryFlags(args, c.stderr)
 	if err != nil {
@@ -85,16 +87,34 @@ func (c *cli) history(ctx context.Context, args []string, environ map[string]str
 		}
 		return exitf(exitFailed, "history: GET %s: %s%s", runsPath, classify.Classify(in).Detail, hint)
 	}
-	runs, err := parseHistory(in.Body)
+	a, err := parseHistory(in.Body)
 	if err != nil {
 		return exitf(exitFailed, "history: GET %s: %w", runsPath, err)
 	}
 	if o.json {
 		// The answer as it came: a consumer gets every field, also those this client does not know.
-		_, err := c.stdout.Write(append(bytes.TrimSpace(in.Body), '\n'))
+		if _, err := c.stdout.Write(append(bytes.TrimSpace(in.Body), '\n')); err != nil {
+			return err
+		}
+	} else if err := writeHistory(c.stdout, *a.Runs, o.sweep); err != nil {
 		return err
 	}
-	return writeHistory(c.stdout, runs, o.sweep)
+	return unrecordedError(a.Unrecorded)
+}
+
+// unrecordedError is the exit error for runs the API could not write to its history: they are
+// missing from the table above, or shown unfinished, and a check that reads only the exit status
+// must not take the history for complete.
+func unrecordedError(runs []wire.Unrecorded) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	lines := make([]string, 0, len(runs))
+	for _, r := range runs {
+		lines = append(lines, fmt.Sprintf("  %s %s run %s: %s", r.At.UTC().Format(time.RFC3339), r.Sweep, r.RunID, oneLine(r.Error)))
+	}
+	return exitf(exitFailed, "history: the API could not record %d run(s) in its history (see its log and sweeprail_history_write_failures_total):\n%s",
+		len(runs), strings.Join(lines, "\n"))
 }
 
 // parseHistoryFlags reads the history command line; a bad one is a configuration error (78).
@@ -133,20 +153,20 @@ func parseHistoryFlags(args []string, stderr io.Writer) (historyOptions, error) 
 
 // parseHistory reads the answer, refusing one without "runs" or with a run missing what the table
 // is made of: an answer that is not a history must not print as an empty one.
-func parseHistory(body []byte) ([]wire.HistoryRun, error) {
+func parseHistory(body []byte) (historyAnswer, error) {
 	var a historyAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("not a run history: %w", err)
+		return a, fmt.Errorf("not a run history: %w", err)
 	}
 	if a.Runs == nil {
-		return nil, errors.New(`not a run history: no "runs"`)
+		return a, errors.New(`not a run history: no "runs"`)
 	}
 	for i, r := range *a.Runs {
 		if r.RunID == "" || r.Sweep == "" || r.StartedAt.IsZero() {
-			return nil, fmt.Errorf("not a run history: run #%d has no runId, sweep or startedAt", i+1)
+			return a, fmt.Errorf("not a run history: run #%d has no runId, sweep or startedAt", i+1)
 		}
 	}
-	return *a.Runs, nil
+	return a, nil
 }
 
 // writeHistory prints the table: one line per run, in the API's order, and an indented line

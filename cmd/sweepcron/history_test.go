@@ -190,6 +190,21 @@ func TestHistoryFailures(t *testing.T) {
 			}
 		})
 	}
+	t.Run("runs the API could not record", func(t *testing.T) {
+		t.Parallel()
+		f := newFakeAPI(t)
+		f.runs = answer(200, `{"runs":[{"runId":"r1","sweep":"outbox","startedAt":"2026-01-01T00:00:00Z"}],`+
+			`"unrecorded":[{"runId":"r1","sweep":"outbox","at":"2026-01-01T00:00:05Z","error":"record run end: invalid input syntax for type json (SQLSTATE 22P02)"}]}`)
+		for _, args := range [][]string{{"history"}, {"history", "--json"}} {
+			code, stdout, _, err := runCron(t, t.Context(), f.env(), args...)
+			if code != exitFailed || err == nil || !strings.Contains(err.Error(), "could not record 1 run") || !strings.Contains(err.Error(), "22P02") {
+				t.Errorf("%v: exit %d (%v), want %d naming the unrecorded run", args, code, err, exitFailed)
+			}
+			if !strings.Contains(stdout, "r1") {
+				t.Errorf("%v: stdout %q, want the history printed all the same", args, stdout)
+			}
+		}
+	})
 	t.Run("unreachable", func(t *testing.T) {
 		t.Parallel()
 		env := map[string]string{"API_URL": deadAddr(t), "INTERNAL_SIGNING_KEY": testKey}

@@ -49,6 +49,9 @@ const (
 	Skipped Category = "skipped"
 	// BatchError is a run where a batch failed; the answer's Error says how.
 	BatchError Category = "batch-error"
+	// HistoryError is a run that went as its answer says, but whose end the API could not write to
+	// the run history (the answer's historyError).
+	HistoryError Category = "history-error"
 	// Unreachable is a connect error or a timeout before any response: the cron client stops the
 	// whole run on it, since every further route would fail the same way.
 	Unreachable Category = "unreachable"
@@ -62,7 +65,7 @@ const (
 
 // Categories returns every category, healthy ones first, in the order reports list them.
 func Categories() []Category {
-	return []Category{OK, Truncated, Skipped, BatchError, Fail, TruncatedBody, Unparseable, Unreachable}
+	return []Category{OK, Truncated, Skipped, BatchError, HistoryError, Fail, TruncatedBody, Unparseable, Unreachable}
 }
 
 // Failed reports whether c makes the cron client exit non-zero. An unknown category counts as
@@ -126,6 +129,8 @@ type Answer struct {
 	// because the API sends a different shape under the same "passes" key for a dry run.
 	DryRunPasses []DryRunPass `json:"dryRunPasses,omitempty"`
 	Error        *ErrorInfo   `json:"error,omitempty"`
+	// HistoryError is why the run's end is missing from the run history, when it is.
+	HistoryError *ErrorInfo `json:"historyError,omitempty"`
 }
 
 // IsDryRun reports whether a is a dry run's count rather than a run.
@@ -184,7 +189,8 @@ func classifyNon2xx(in Input, ans *Answer, perr error) Result {
 	return Result{Category: Fail, Detail: detail}
 }
 
-// classifyAnswer applies the priority skipped > batch-error > truncated > ok to a parsed answer.
+// classifyAnswer applies the priority skipped > batch-error > history-error > truncated > ok to a
+// parsed answer.
 func classifyAnswer(a *Answer) Result {
 	if a.IsDryRun() {
 		return Result{Category: OK, Answer: a, Detail: dryRunDetail(a)}
@@ -194,6 +200,8 @@ func classifyAnswer(a *Answer) Result {
 		return Result{Category: Skipped, Answer: a, Detail: "lease held by another run"}
 	case failedBatch(a):
 		return Result{Category: BatchError, Answer: a, Detail: batchErrorDetail(a)}
+	case a.HistoryError != nil:
+		return Result{Category: HistoryError, Answer: a, Detail: "the run history could not record this run: " + a.HistoryError.Code + " " + a.HistoryError.Message}
 	case backlog(a):
 		return Result{Category: Truncated, Answer: a, Detail: "backlog left for the next tick (stopReason " + string(a.StopReason) + ")"}
 	}
@@ -272,6 +280,8 @@ type wireAnswer struct {
 	StopReason StopReason      `json:"stopReason"`
 	Passes     json.RawMessage `json:"passes"`
 	Error      *ErrorInfo      `json:"error"`
+	// HistoryError: see Answer.
+	HistoryError *ErrorInfo `json:"historyError"`
 }
 
 // parse reads body as a sweep answer, or says why it is not one.
@@ -302,7 +312,7 @@ func parse(body []byte) (*Answer, error) {
 	a := &Answer{
 		Sweep: w.Sweep, RunID: w.RunID, DryRun: w.DryRun, Skipped: w.Skipped, Deleted: w.Deleted, Archived: w.Archived,
 		BatchCount: w.BatchCount, DurationMs: w.DurationMs, Truncated: w.Truncated,
-		StopReason: w.StopReason, Error: w.Error,
+		StopReason: w.StopReason, Error: w.Error, HistoryError: w.HistoryError,
 	}
 	_, hasStop := keys["stopReason"]
 	switch {

@@ -93,6 +93,9 @@ func TestClassify(t *testing.T) {
 		// Priority: skipped > batch-error > truncated > ok.
 		{name: "skipped outranks truncated", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","skipped":true,"truncated":true,"stopReason":"lease-held"}`)}, want: Skipped, wantAnswer: true},
 		{name: "skipped outranks an error object", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","skipped":true,"stopReason":"lease-held","error":{"code":"x","message":"y","pass":"z"}}`)}, want: Skipped, wantAnswer: true},
+		{name: "a run its history could not record", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","stopReason":"exhausted","deleted":3,"historyError":{"code":"P0001","message":"read-only","pass":""}}`)}, want: HistoryError, wantAnswer: true, detailHas: "P0001 read-only"},
+		{name: "history-error outranks truncated", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","truncated":true,"stopReason":"budget","historyError":{"code":"22P02","message":"m","pass":""}}`)}, want: HistoryError, wantAnswer: true},
+		{name: "batch-error outranks history-error", in: Input{StatusCode: 500, Body: []byte(`{"sweep":"a","stopReason":"batch-error","error":{"code":"23503","message":"fk","pass":"q"},"historyError":{"code":"22P02","message":"m","pass":""}}`)}, want: BatchError, wantAnswer: true},
 		{name: "batch-error outranks truncated", in: Input{StatusCode: 500, Body: []byte(`{"sweep":"a","truncated":true,"stopReason":"batch-error","passes":[{"pass":"p","stopReason":"budget"},{"pass":"q","stopReason":"batch-error"}],"error":{"code":"23503","message":"fk","pass":"q"}}`)}, want: BatchError, wantAnswer: true},
 		{name: "batch-error outranks truncated in a 200", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","truncated":true,"stopReason":"batch-error","passes":[{"pass":"p","stopReason":"budget"},{"pass":"q","stopReason":"batch-error"}],"error":{"code":"23503","message":"fk","pass":"q"}}`)}, want: BatchError, wantAnswer: true},
 		{name: "truncated outranks ok", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","truncated":true,"stopReason":"budget","passes":[{"pass":"p","stopReason":"exhausted"},{"pass":"q","stopReason":"budget"}]}`)}, want: Truncated, wantAnswer: true},
@@ -149,7 +152,7 @@ func TestCategoryFailed(t *testing.T) {
 	t.Parallel()
 	want := map[Category]bool{
 		OK: false, Truncated: false, Skipped: false,
-		BatchError: true, Unreachable: true, Fail: true, TruncatedBody: true, Unparseable: true,
+		BatchError: true, HistoryError: true, Unreachable: true, Fail: true, TruncatedBody: true, Unparseable: true,
 		Category("something-new"): true,
 	}
 	for c, w := range want {
@@ -157,8 +160,8 @@ func TestCategoryFailed(t *testing.T) {
 			t.Errorf("%q.Failed() = %t, want %t", c, got, w)
 		}
 	}
-	if n := len(Categories()); n != 8 {
-		t.Errorf("Categories() has %d entries, want 8", n)
+	if n := len(Categories()); n != 9 {
+		t.Errorf("Categories() has %d entries, want 9", n)
 	}
 }
 

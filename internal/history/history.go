@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,10 +26,18 @@ const pruneBatch = 1000
 // DefaultRetention is how long runs are kept when RUN_HISTORY_RETENTION is unset.
 const DefaultRetention = 90 * 24 * time.Hour
 
-// Store reads and writes the run history of one database.
+// maxUnrecorded bounds the runs a Store remembers it failed to record: the newest are kept.
+const maxUnrecorded = 100
+
+// Store reads and writes the run history of one database, and remembers the runs whose end it
+// failed to write since the process started: those are missing from the table, or stuck
+// unfinished there, and List's caller says so.
 type Store struct {
 	pool      *pgxpool.Pool
 	retention time.Duration
+
+	mu         sync.Mutex
+	unrecorded []wire.Unrecorded
 }
 
 // New returns the history of pool's database, keeping runs for retention.
@@ -91,9 +100,46 @@ ON CONFLICT (run_id) DO UPDATE SET finished_at = now(), stop_reason = EXCLUDED.s
 		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, res.Archived,
 		res.PartitionsDropped, res.ThrottledMs, string(passJSON), errJSON, requestID)
 	if err != nil {
-		return errors.Join(measureErr, fmt.Errorf("record run end: %w", err))
+		return errors.Join(measureErr, &WriteError{Err: fmt.Errorf("record run end: %w", err)})
 	}
 	return measureErr
+}
+
+// WriteError is Finish's error when the run's end was not written (the run is missing from the
+// history, or unfinished there), as opposed to a table size it could not read.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Unrecorded notes that the end of run res could not be written (err): List's caller reports it.
+func (s *Store) Unrecorded(res *wire.Result, at time.Time, err error) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unrecorded = append(s.unrecorded, wire.Unrecorded{RunID: res.RunID, Sweep: res.Sweep, At: at.UTC(), Error: err.Error()})
+	if n := len(s.unrecorded); n > maxUnrecorded {
+		s.unrecorded = append([]wire.Unrecorded(nil), s.unrecorded[n-maxUnrecorded:]...)
+	}
+}
+
+// UnrecordedRuns returns the runs of sweep (every sweep when empty) whose end this process failed
+// to write, newest first.
+func (s *Store) UnrecordedRuns(sweep string) []wire.Unrecorded {
+	out := []wire.Unrecorded{}
+	if s == nil {
+		return out
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.unrecorded) - 1; i >= 0; i-- {
+		if sweep == "" || s.unrecorded[i].Sweep == sweep {
+			out = append(out, s.unrecorded[i])
+		}
+	}
+	return out
 }
 
 // Prune deletes at most a batch of the oldest runs past the retention, and reports how many.

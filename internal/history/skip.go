@@ -27,7 +27,7 @@ ON CONFLICT (sweep, skip_minute) WHERE skip_minute IS NOT NULL DO UPDATE
 SET requests = r.requests + 1, finished_at = greatest(r.finished_at, EXCLUDED.finished_at), request_id = EXCLUDED.request_id`,
 		res.RunID, res.Sweep, string(res.StopReason), requestID)
 	if err != nil {
-		return fmt.Errorf("record a skipped answer: %w", err)
+		return &WriteError{Err: fmt.Errorf("record a skipped answer: %w", err)}
 	}
 	return nil
 }

@@ -45,6 +45,6 @@ func handleRuns(logger *slog.Logger, store *history.Store, specs []policy.Spec) 
 			writeError(w, r, logger, err)
 			return
 		}
-		writeJSON(w, r, logger, http.StatusOK, wire.History{Runs: runs})
+		writeJSON(w, r, logger, http.StatusOK, wire.History{Runs: runs, Unrecorded: store.UnrecordedRuns(name)})
 	})
 }

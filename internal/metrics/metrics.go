@@ -43,6 +43,7 @@ type Metrics struct {
 	authFailures  *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
 	unsigned      prometheus.Counter
+	historyFails  *prometheus.CounterVec
 }
 
 // New builds the collectors, registers them on reg and exports every combination of labels at zero.
@@ -90,8 +91,12 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Name: "sweeprail_unsigned_requests_total",
 			Help: "Requests answered without a valid signature (probes, scrapes, refusals), which start no trace span.",
 		}),
+		historyFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_history_write_failures_total",
+			Help: "Runs whose end could not be written to the run history (sweeprail.run), by sweep.",
+		}, []string{"sweep"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -113,6 +118,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		m.batchDuration.WithLabelValues(s.Name)
 		m.lastSuccess.WithLabelValues(s.Name)
 		m.throttled.WithLabelValues(s.Name)
+		m.historyFails.WithLabelValues(s.Name)
 	}
 	for _, r := range labels.AuthReasons {
 		m.authFailures.WithLabelValues(r)
@@ -179,6 +185,14 @@ func (m *Metrics) UnsignedRequest() {
 		return
 	}
 	m.unsigned.Inc()
+}
+
+// HistoryFailure counts one run of sweep whose end the run history could not record.
+func (m *Metrics) HistoryFailure(sweep string) {
+	if m == nil {
+		return
+	}
+	m.historyFails.WithLabelValues(sweep).Inc()
 }
 
 // AuthFailure counts one request refused by the signature check.

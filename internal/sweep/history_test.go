@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
+	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -156,4 +160,52 @@ func TestLeaseHeldAnswersCoalesced(t *testing.T) {
 			t.Fatalf("%d rows for 2 runs", n)
 		}
 	})
+}
+
+// TestHistoryWriteFailure: a run whose end the history cannot write says so in its answer
+// (historyError), in sweeprail_history_write_failures_total and in the store's unrecorded runs,
+// which GET /internal/runs lists; the rows it deleted are reported as deleted all the same.
+func TestHistoryWriteFailure(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	at := dbNow(t, pool)
+	seedNotifications(t, pool, at, 20, 0)
+	exec(t, pool, `CREATE FUNCTION sweeprail.refuse_run() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'history is read-only today' USING ERRCODE = 'P0001'; END $$`)
+	exec(t, pool, `CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON sweeprail.run FOR EACH ROW EXECUTE FUNCTION sweeprail.refuse_run()`)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Labels{Sweeps: []metrics.Sweep{{Name: "notifications", Passes: []string{"read"}}}, Outcomes: wire.Outcomes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := history.New(pool, 30*24*time.Hour)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at), History: store, Metrics: m})
+
+	res := run(t, r, "notifications")
+	if res.Deleted != 20 || res.Failed() {
+		t.Fatalf("run %+v: want 20 deleted, not a failed run", res)
+	}
+	if res.HistoryError == nil || res.HistoryError.Code != "P0001" {
+		t.Errorf("answer's historyError %+v, want the history's P0001", res.HistoryError)
+	}
+	const fails = `
+		# HELP sweeprail_history_write_failures_total Runs whose end could not be written to the run history (sweeprail.run), by sweep.
+		# TYPE sweeprail_history_write_failures_total counter
+		sweeprail_history_write_failures_total{sweep="notifications"} 1
+	`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(fails), "sweeprail_history_write_failures_total"); err != nil {
+		t.Error(err)
+	}
+	un := store.UnrecordedRuns("notifications")
+	if len(un) != 1 || un[0].RunID != res.RunID || !strings.Contains(un[0].Error, "history is read-only today") {
+		t.Errorf("unrecorded %+v, want run %s", un, res.RunID)
+	}
+	if other := store.UnrecordedRuns("outbox"); len(other) != 0 {
+		t.Errorf("outbox's unrecorded %+v, want none", other)
+	}
+
+	exec(t, pool, `DROP TRIGGER refuse ON sweeprail.run`)
+	if res := run(t, r, "notifications"); res.HistoryError != nil {
+		t.Errorf("with the history writable again: historyError %+v", res.HistoryError)
+	}
 }

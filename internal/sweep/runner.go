@@ -205,10 +205,17 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	defer func() {
 		end := r.cfg.Now()
 		res.DurationMs = end.Sub(start).Milliseconds()
-		r.record(db, log, func(ctx context.Context) error {
+		err := r.record(db, log, func(ctx context.Context) error {
 			return r.cfg.History.Finish(ctx, res, opts.RequestID, passTables(spec))
 		})
-		r.record(db, log, func(ctx context.Context) error {
+		if we := (*history.WriteError)(nil); errors.As(err, &we) {
+			// The run's end is missing from the history: the answer, /metrics and GET
+			// /internal/runs say so, where a log line alone went unread.
+			res.HistoryError = errorInfo(we.Err, "")
+			r.cfg.History.Unrecorded(res, end, we.Err)
+			r.cfg.Metrics.HistoryFailure(name)
+		}
+		_ = r.record(db, log, func(ctx context.Context) error {
 			n, err := r.cfg.History.Prune(ctx)
 			if n > 0 {
 				log.Debug("pruned run history", "runs", n)
@@ -236,7 +243,8 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
 	}
-	r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
+	// A failed start is healed by the end, which writes the whole row when it is missing.
+	_ = r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
 	defer func() {
 		releaseCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
 		defer cancel()
@@ -306,18 +314,20 @@ func passTables(spec *policy.Spec) map[string]string {
 	return out
 }
 
-// record runs one write of the run history under the statement timeout. A history that cannot be
-// written is logged, never the run's failure: the rows the run deleted are gone either way, and
-// its answer, log line and metrics still say so.
-func (r *Runner) record(db context.Context, log *slog.Logger, write func(context.Context) error) {
+// record runs one write of the run history under the statement timeout, and returns its error,
+// logged. A history that cannot be written is never the run's failure: the rows the run deleted
+// are gone either way, and its answer, log line and metrics still say so.
+func (r *Runner) record(db context.Context, log *slog.Logger, write func(context.Context) error) error {
 	if r.cfg.History == nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
 	defer cancel()
-	if err := write(ctx); err != nil {
+	err := write(ctx)
+	if err != nil {
 		log.Error("run history", "err", err)
 	}
+	return err
 }
 
 // errorInfo turns an error into the answer's error object: a PostgreSQL error by its SQLSTATE,

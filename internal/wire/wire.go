@@ -144,6 +144,9 @@ type Result struct {
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
 	// ThrottledMs sums the passes' waits for standbys (MAX_REPLICA_LAG, MAX_REPLICA_LAG_BYTES).
 	ThrottledMs int64 `json:"throttledMs"`
+	// HistoryError is why the run's end could not be written to the run history, when it could
+	// not: the run itself happened as the rest of the answer says. Absent when it was written.
+	HistoryError *ErrorInfo `json:"historyError,omitempty"`
 }
 
 // Failed reports whether the run stopped on a failed batch, which the API answers with 500.
@@ -194,6 +197,17 @@ type DryRunResult struct {
 // History is the answer of GET /internal/runs: runs newest first.
 type History struct {
 	Runs []HistoryRun `json:"runs"`
+	// Unrecorded are the runs whose end the answering process failed to write since it started,
+	// newest first: Runs lacks them or shows them unfinished. Empty on a healthy history.
+	Unrecorded []Unrecorded `json:"unrecorded"`
+}
+
+// Unrecorded is a run whose end could not be written to the history.
+type Unrecorded struct {
+	RunID string    `json:"runId"`
+	Sweep string    `json:"sweep"`
+	At    time.Time `json:"at"`
+	Error string    `json:"error"`
 }
 
 // HistoryRun is one run as the history keeps it. FinishedAt and StopReason are null for a run
