@@ -17,9 +17,15 @@ build:
 run: build
 	@scripts/run-demo
 
-## test: every test, with the race detector, against a real PostgreSQL.
+## test: every test, with the race detector, against a real PostgreSQL, and the pooler tests through
+## a real PgBouncer in transaction and in session mode in front of it (scripts/pg pooler; with your
+## own TEST_DATABASE_URL, set TEST_PGBOUNCER_TRANSACTION_URL / _SESSION_URL to run those).
 test:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/pg start)}"; \
+	if [ -z "$${TEST_DATABASE_URL:-}" ]; then \
+		export TEST_PGBOUNCER_TRANSACTION_URL=$$(scripts/pg pooler start transaction); \
+		export TEST_PGBOUNCER_SESSION_URL=$$(scripts/pg pooler start session); \
+	fi; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 ./...
 
 ## check-deploy: the deployment files alone (promtool, YAML, command lines against the real binaries).

@@ -122,6 +122,36 @@ func create(ctx context.Context, t testing.TB, server, options string) string {
 	return withDatabase(t, server, name)
 }
 
+// PoolerURL returns u, a database URL of the test server, with its host and port swapped for
+// those of the PgBouncer in pool mode mode ("transaction" or "session") that make test starts in
+// front of the server (scripts/pg pooler): TEST_PGBOUNCER_TRANSACTION_URL or
+// TEST_PGBOUNCER_SESSION_URL. The database name and parameters stay. Without it the test is
+// skipped, and fails under CI=true.
+func PoolerURL(t testing.TB, mode, u string) string {
+	t.Helper()
+	env := map[string]string{"transaction": "TEST_PGBOUNCER_TRANSACTION_URL", "session": "TEST_PGBOUNCER_SESSION_URL"}[mode]
+	if env == "" {
+		t.Fatalf("dbtest: no pooler in pool mode %q (transaction, session)", mode)
+	}
+	pooler := os.Getenv(env)
+	if pooler == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is unset and CI=true: the pooler tests must run in CI (make test starts PgBouncer)", env)
+		}
+		t.Skipf("%s is unset; run make test, which starts PgBouncer (scripts/pg pooler start %s)", env, mode)
+	}
+	pu, err := url.Parse(pooler)
+	if err != nil {
+		t.Fatalf("dbtest: %s: %v", env, err)
+	}
+	du, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	du.Host = pu.Host
+	return du.String()
+}
+
 // Pool returns a pool on a fresh database of this test's own holding both migration sets, closed
 // at cleanup.
 func Pool(t testing.TB) *pgxpool.Pool {
