@@ -27,7 +27,8 @@
 //     database ahead of the build is ready), and a released file is never edited.
 //
 // Nothing else changes: the binary embeds the directory, `api migrate up` applies the new file
-// (under an advisory lock, so replicas migrating at boot queue up), /readyz reports it pending
+// (under a transaction-level advisory lock, so replicas migrating at boot queue up, also through a
+// transaction pooler), /readyz reports it pending
 // until then, and internal/dbtest's templates are rebuilt from it.
 package migrations
 
@@ -43,6 +44,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,7 +75,7 @@ type Set struct {
 	Required []string
 	// Command is what installs the set, named in every message that says it is missing.
 	Command string
-	// lockID keys the PostgreSQL advisory lock that serialises migrations of this set.
+	// lockID keys the PostgreSQL advisory lock that serialises migrations of this set (lockSet).
 	lockID int64
 	// exclusive refuses a version table that records migrations the set does not have: it is
 	// someone else's.
@@ -119,25 +121,88 @@ func (s *Set) files() (fs.FS, error) {
 	return sub, nil
 }
 
-// provider returns a goose provider of the set over db. The session locker (a PostgreSQL advisory
-// lock) lets several replicas run migrate at boot without racing: the ones that come second
-// probe the lock every second (goose's default is every 5s) for up to 5 minutes, then find
-// nothing left to do.
+// provider returns a goose provider of the set over db, without goose's session locker: that
+// lock is a session's, which a transaction pooler does not keep between statements (the lock and
+// the migrations land on different server connections, and the unlock on a third). Up holds a
+// lock of its own instead (lockSet).
 func (s *Set) provider(db *sql.DB) (*goose.Provider, error) {
 	files, err := s.files()
 	if err != nil {
 		return nil, err
 	}
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(s.lockID), lock.WithLockTimeout(1, 300))
-	if err != nil {
-		return nil, fmt.Errorf("make migration lock: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files,
-		goose.WithSessionLocker(locker), goose.WithTableName(s.VersionTable))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithTableName(s.VersionTable))
 	if err != nil {
 		return nil, fmt.Errorf("load %s migrations: %w", s.Name, err)
 	}
 	return p, nil
+}
+
+// lockWait bounds how long Up waits for another Up of the same set: replicas migrating at boot
+// queue behind the first, which may run a long migration. lockPoll is how often a waiting Up
+// tries again.
+const (
+	lockWait = 5 * time.Minute
+	lockPoll = 500 * time.Millisecond
+)
+
+// lockSet takes the set's advisory lock in a transaction held open on a connection of its own, and
+// returns what commits it. A transaction-level lock holds through a transaction pooler, which
+// keeps a transaction on one server connection: replicas migrating at once queue here, and the
+// ones that come second find nothing left to do. A waiting Up tries in short transactions rather
+// than blocking in one, so that waiters never hold the pooler's server connections, which the
+// migrating Up needs. The holding transaction is idle while the migrations run on other
+// connections, so the server's idle-in-transaction timeout is lifted for it.
+func (s *Set) lockSet(ctx context.Context, databaseURL string) (unlock func(), err error) {
+	deadline := time.Now().Add(lockWait)
+	for {
+		conn, err := dbpool.Connect(ctx, databaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s migrations: connect: %w", s.Name, err)
+		}
+		tx, got, err := tryLock(ctx, conn, s.lockID)
+		if got {
+			return func() {
+				ctx := context.WithoutCancel(ctx)
+				_ = tx.Commit(ctx)
+				conn.Close(ctx)
+			}, nil
+		}
+		// A waiter holds no connection between tries: in session mode a pooler gives each
+		// client connection a server connection of its own, and waiters holding theirs would
+		// starve the migrating Up of the one its migrations run on.
+		conn.Close(context.WithoutCancel(ctx))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("lock %s migrations: %w", s.Name, err)
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("lock %s migrations: another migrate of this set held the lock for %s", s.Name, lockWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lock %s migrations: %w", s.Name, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// tryLock opens a transaction and tries the advisory lock key in it: the open transaction when it
+// got it, else none (rolled back).
+func tryLock(ctx context.Context, conn *pgx.Conn, key int64) (pgx.Tx, bool, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	// In the simple protocol: an extended-protocol query leaves its portal, and the portal's
+	// snapshot, open until the transaction ends, and CREATE INDEX CONCURRENTLY in a migration
+	// waits for every transaction holding an older snapshot, this one included.
+	var got bool
+	err = tx.QueryRow(ctx, "SELECT set_config('idle_in_transaction_session_timeout', '0', true) IS NOT NULL AND pg_try_advisory_xact_lock($1)",
+		pgx.QueryExecModeSimpleProtocol, key).Scan(&got)
+	if err != nil || !got {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, false, err
+	}
+	return tx, true, nil
 }
 
 // openDB opens databaseURL for goose in dbpool's query mode, which a transaction pooler passes.
@@ -156,6 +221,11 @@ func (s *Set) Up(ctx context.Context, databaseURL string, w io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	unlock, err := s.lockSet(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if s.Schema != "" {
 		if err := s.ensureSchema(ctx, db); err != nil {
 			return err
@@ -183,7 +253,7 @@ func (s *Set) Up(ctx context.Context, databaseURL string, w io.Writer) error {
 // sqlstateInsufficientPrivilege is what CREATE SCHEMA raises without CREATE on the database.
 const sqlstateInsufficientPrivilege = "42501"
 
-// ensureSchema creates the set's schema when it is missing, under the set's advisory lock, so
+// ensureSchema creates the set's schema when it is missing; Up calls it under the set's lock, so
 // that replicas migrating together do not race on it. It looks before it creates: CREATE SCHEMA
 // IF NOT EXISTS checks the CREATE privilege on the database even when the schema exists, which
 // would refuse a schema created beforehand by someone allowed to.
@@ -193,9 +263,6 @@ func (s *Set) ensureSchema(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("create schema %s: %w", s.Schema, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", s.lockID); err != nil {
-		return fmt.Errorf("create schema %s: lock: %w", s.Schema, err)
-	}
 	var exists bool
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s.Schema).Scan(&exists); err != nil {
 		return fmt.Errorf("create schema %s: look it up: %w", s.Schema, err)

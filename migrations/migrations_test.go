@@ -106,6 +106,60 @@ func TestSweeprailUp(t *testing.T) {
 		}
 	})
 
+	// Init containers migrate at once through a transaction pooler, which hands each
+	// transaction to any server connection: a session's advisory lock did not hold there, and
+	// two could both run migration 1. Eight at once, through PgBouncer of four server
+	// connections, in each pool mode; every set, and every migration applied once.
+	for _, mode := range []string{"transaction", "session"} {
+		t.Run("eight at once through PgBouncer in "+mode+" mode", func(t *testing.T) {
+			u := dbtest.EmptyURL(t)
+			pooled := dbtest.PoolerURL(t, mode, u)
+			const n = 8
+			errs := make([]error, n)
+			outs := make([]bytes.Buffer, n)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					for _, set := range migrations.Sets() {
+						if err := set.Up(ctx, pooled, &outs[i]); err != nil {
+							errs[i] = err
+							return
+						}
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("concurrent up: %v", err)
+			}
+			var all strings.Builder
+			for i := range outs {
+				all.WriteString(outs[i].String())
+			}
+			if c := strings.Count(all.String(), "applied sweeprail/00001_sweep_lock.sql"); c != 1 {
+				t.Errorf("migration 1 applied %d times, want once:\n%s", c, all.String())
+			}
+			pool := newPool(t, u)
+			for _, set := range migrations.Sets() {
+				var applied, distinct int
+				if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT version_id) FROM `+set.VersionTable+` WHERE version_id > 0`).Scan(&applied, &distinct); err != nil {
+					t.Fatal(err)
+				}
+				if latest, _ := set.Latest(); int64(applied) != latest || distinct != applied {
+					t.Errorf("%s: %d versions recorded (%d distinct), want each of %d once", set.Name, applied, distinct, latest)
+				}
+				if _, err := set.Check(ctx, pool); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+
 	// A DBA created the schema for the migrating role, which may not create schemas itself.
 	t.Run("a schema created beforehand, by a role without CREATE on the database", func(t *testing.T) {
 		role := newRole(t)
