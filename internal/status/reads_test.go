@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -80,7 +81,7 @@ func TestPageReadsAreBounded(t *testing.T) {
 
 func open(t *testing.T, u string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), u)
+	pool, err := dbpool.NewPool(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
