@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
@@ -77,7 +80,8 @@ var poolerSchema = []string{
 // with the plain connection string an operator writes: two migrations at once (one applies
 // migration 1, both succeed), the policy check, serve, a sweep of every mode with exact counts,
 // dry runs, the lease (a second run finds the rows gone), the replay store (a replayed request
-// is refused) and a complete run history.
+// is refused) and a complete run history. Meanwhile other clients of the same pooler never see
+// a setting of sweeprail's (watchSettings).
 func TestBehindPooler(t *testing.T) {
 	for _, mode := range []string{"transaction", "session"} {
 		t.Run(mode, func(t *testing.T) {
@@ -120,6 +124,8 @@ func TestBehindPooler(t *testing.T) {
 				t.Fatal(err)
 			}
 			env["SWEEP_POLICY_FILE"] = policy
+			// From here on, other clients of the pooler read every setting sweeprail changes.
+			leaks := watchSettings(t, pooled)
 			var out bytes.Buffer
 			if err := run(ctx, []string{"api", "policy", "check"}, env, &out, &out); err != nil {
 				t.Fatalf("policy check: %v\n%s", err, &out)
@@ -196,6 +202,10 @@ func TestBehindPooler(t *testing.T) {
 				t.Errorf("a replayed request: HTTP %d, want 401 replayed: %s", status, body)
 			}
 
+			if seen := leaks(); len(seen) > 0 {
+				t.Errorf("other clients of the pooler saw sweeprail's settings:\n%s", strings.Join(seen, "\n"))
+			}
+
 			status, body = do(t, signedRequest(t, http.MethodGet, s.url+"/internal/runs?sweep=pooled", ""))
 			var hist wire.History
 			if err := json.Unmarshal(body, &hist); status != http.StatusOK || err != nil {
@@ -216,5 +226,74 @@ func TestBehindPooler(t *testing.T) {
 				t.Errorf("serve: %v", err)
 			}
 		})
+	}
+}
+
+// watchedSettings are every setting sweeprail changes in a batch, a dry run, a partitions step or
+// a check.
+var watchedSettings = []string{
+	"lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout", "synchronous_commit", "plan_cache_mode",
+	"enable_sort", "enable_bitmapscan", "enable_seqscan", "enable_hashjoin", "enable_mergejoin", "enable_material",
+	"DateStyle", "TimeZone", "role",
+}
+
+// watchSettings reads watchedSettings without pause through the pooler at u, on connections of
+// another client, until the returned function is called; that returns every reading that
+// differed from the first. Through a transaction pooler these clients share server connections
+// with the API: a setting the API left on a session shows here.
+func watchSettings(t *testing.T, u string) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg, err := dbpool.PoolConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 3
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := make([]string, len(watchedSettings))
+	for i, name := range watchedSettings {
+		exprs[i] = fmt.Sprintf("%s=' || current_setting('%s')", name, name)
+	}
+	q := "SELECT '" + strings.Join(exprs, " || ' ") + ", pg_backend_pid()"
+	read := func() (string, int32, error) {
+		var s string
+		var pid int32
+		err := pool.QueryRow(ctx, q).Scan(&s, &pid)
+		return s, pid, err
+	}
+	base, _, err := read()
+	if err != nil {
+		t.Fatalf("read the settings through the pooler: %v", err)
+	}
+	var (
+		mu    sync.Mutex
+		seen  []string
+		reads int
+		wg    sync.WaitGroup
+	)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				got, pid, err := read()
+				mu.Lock()
+				reads++
+				if err == nil && got != base && len(seen) < 20 {
+					seen = append(seen, fmt.Sprintf("backend %d: %s (before: %s)", pid, got, base))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() []string {
+		cancel()
+		wg.Wait()
+		pool.Close()
+		t.Logf("%d readings of the settings by another client", reads)
+		return seen
 	}
 }

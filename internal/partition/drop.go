@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,8 +73,9 @@ var ErrDefaultPartition = errors.New("the default partition is never dropped")
 //     partition detach-pending) and nothing outside the table depends on the partition (a foreign
 //     key or view on it would make the DROP fail after the detach): a probe first takes and
 //     releases the partition's ACCESS EXCLUSIVE lock, so that a session holding it fails the drop
-//     before anything changes; then DETACH … CONCURRENTLY, then DROP TABLE. A detach interrupted
-//     in its second transaction (a lock timeout waiting for a reader of the table) leaves the
+//     before anything changes; then DETACH … CONCURRENTLY (cancelled past twice the lock
+//     timeout, since it runs with no setting of its own), then DROP TABLE. A detach interrupted
+//     in its second transaction (cancelled waiting for a reader of the table) leaves the
 //     partition detach-pending: Drop finalizes it at once and, when that fails too, returns an
 //     *IncompleteError with the FINALIZE statement (the next Drop of it finalizes it);
 //   - else plain DETACH PARTITION and DROP TABLE in one transaction: either both happen or
@@ -103,19 +105,8 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 	if err != nil {
 		return out, fmt.Errorf("acquire connection: %w", err)
 	}
-	defer release(conn)
-	// Session settings, since DETACH … CONCURRENTLY cannot run in a transaction; release resets them.
-	var statementTimeout *string
-	if opts.StatementTimeout > 0 {
-		v := ms(opts.StatementTimeout)
-		statementTimeout = &v
-	}
-	if _, err := conn.Exec(ctx, `SELECT set_config('lock_timeout', $1, false),
-       set_config('statement_timeout', COALESCE($2, current_setting('statement_timeout')), false)`,
-		ms(opts.LockTimeout), statementTimeout); err != nil {
-		return out, fmt.Errorf("set timeouts: %w", err)
-	}
-	d := dropper{conn: conn.Conn(), keep: opts.KeepDetached}
+	defer conn.Release()
+	d := dropper{conn: conn.Conn(), keep: opts.KeepDetached, opts: opts}
 	st, err := d.state(ctx, p)
 	if err != nil || st.gone {
 		out.Gone = st.gone
@@ -142,7 +133,7 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 	if err := d.probe(ctx); err != nil {
 		return out, err
 	}
-	if _, err := d.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY", st.parent, st.name)); err != nil {
+	if err := d.concurrently(ctx); err != nil {
 		// The first transaction may have committed: the partition is then detach-pending.
 		after, serr := d.stateAfter(ctx, pool, p)
 		if serr != nil {
@@ -173,19 +164,79 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 	if d.keep {
 		return out, nil
 	}
-	if _, err := d.conn.Exec(ctx, "DROP TABLE "+st.name); err != nil {
+	if err := d.inTx(ctx, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, "DROP TABLE "+st.name); return err }); err != nil {
 		return out, &IncompleteError{Partition: st.name, State: "detached, not dropped", Statement: "DROP TABLE " + st.name, Err: err}
 	}
 	out.Dropped = true
 	return out, nil
 }
 
-// dropper runs the statements of one Drop on one connection.
+// dropper runs the statements of one Drop on one connection. Its timeouts are never the
+// session's: every statement but the concurrent detach runs in a transaction under SET LOCAL
+// (inTx), and the concurrent detach, which no transaction may hold, is bounded by a cancel
+// request (concurrently). Behind a transaction pooler a session setting stays on a server
+// connection that other clients are handed next.
 type dropper struct {
 	conn *pgx.Conn
 	keep bool
+	opts DropOptions
 	st   state
 }
+
+// inTx runs f in a transaction under the lock timeout, and the statement timeout when one is set.
+func (d *dropper) inTx(ctx context.Context, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, d.conn, func(tx pgx.Tx) error {
+		var statementTimeout *string
+		if d.opts.StatementTimeout > 0 {
+			v := ms(d.opts.StatementTimeout)
+			statementTimeout = &v
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true),
+       set_config('statement_timeout', COALESCE($2, current_setting('statement_timeout')), true)`,
+			ms(d.opts.LockTimeout), statementTimeout); err != nil {
+			return fmt.Errorf("set timeouts: %w", err)
+		}
+		return f(tx)
+	})
+}
+
+// concurrentBound is how long a DETACH … CONCURRENTLY may take before it is cancelled: its two
+// lock waits (the table's lock, then every transaction that may still see the partition), each
+// under the lock timeout; the catalog changes between them take no time.
+func (d *dropper) concurrentBound() time.Duration {
+	b := 2 * d.opts.LockTimeout
+	if d.opts.StatementTimeout > 0 {
+		b = min(b, d.opts.StatementTimeout)
+	}
+	return b
+}
+
+// concurrently runs the DETACH … CONCURRENTLY with no setting of its own, and sends the server a
+// cancel request (which a pooler forwards to the server connection running it) when it runs past
+// concurrentBound: a detach that waits behind a long reader then fails as under a lock timeout,
+// and may leave the partition detach-pending, which Drop finalizes.
+func (d *dropper) concurrently(ctx context.Context) error {
+	var fired atomic.Bool
+	bound := d.concurrentBound()
+	timer := time.AfterFunc(bound, func() {
+		fired.Store(true)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.conn.PgConn().CancelRequest(cctx)
+	})
+	_, err := d.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY", d.st.parent, d.st.name))
+	timer.Stop()
+	if err != nil && fired.Load() {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled {
+			return fmt.Errorf("DETACH … CONCURRENTLY cancelled after %s waiting for locks (twice the lock timeout): %w", bound, err)
+		}
+	}
+	return err
+}
+
+// sqlstateQueryCanceled is what a cancel request makes the statement it cut raise.
+const sqlstateQueryCanceled = "57014"
 
 // state is a partition as the catalog has it when Drop comes to it.
 type state struct {
@@ -256,7 +307,7 @@ func (d *dropper) finalize(ctx context.Context) error {
 	if d.conn.IsClosed() {
 		return errors.New("connection lost")
 	}
-	return pgx.BeginFunc(ctx, d.conn, func(tx pgx.Tx) error {
+	return d.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, d.st.finalize()); err != nil {
 			return err
 		}
@@ -266,7 +317,7 @@ func (d *dropper) finalize(ctx context.Context) error {
 
 // plain detaches and drops in one transaction.
 func (d *dropper) plain(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, d.conn, func(tx pgx.Tx) error {
+	return d.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s", d.st.parent, d.st.name)); err != nil {
 			return err
 		}
@@ -286,27 +337,20 @@ func (d *dropper) dropIn(ctx context.Context, tx pgx.Tx) error {
 // and rolls back at once: a session holding the partition fails the drop here, before the first
 // transaction marks it detach-pending.
 func (d *dropper) probe(ctx context.Context) error {
-	tx, err := d.conn.Begin(ctx)
-	if err != nil {
-		return err
+	err := d.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", d.st.name)); err != nil {
+			return err
+		}
+		return errProbed
+	})
+	if errors.Is(err, errProbed) {
+		return nil
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	_, err = tx.Exec(ctx, fmt.Sprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", d.st.name))
 	return err
 }
 
-// release resets the session's timeouts and hands the connection back; one that cannot be reset
-// is closed, so the pool never lends it with them.
-func release(conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if !conn.Conn().IsClosed() {
-		if _, err := conn.Exec(ctx, "SELECT set_config(name, reset_val, false) FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')"); err != nil {
-			_ = conn.Conn().Close(ctx)
-		}
-	}
-	conn.Release()
-}
+// errProbed rolls the probe's transaction back once it holds the lock.
+var errProbed = errors.New("probed")
 
 // sqlstateNotInPrerequisiteState is what the server raises for a DETACH … CONCURRENTLY it refuses.
 const sqlstateNotInPrerequisiteState = "55000"
