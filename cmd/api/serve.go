@@ -65,11 +65,12 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	logger := slog.New(redactor(environ).Handler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()}))).
 		With("app_env", cfg.AppEnv)
 
-	pol, err := loadPolicy(cfg)
+	pol, own, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
 	specs := pol.Specs
+	logRetentions(logger, own, specs)
 	// Each connection's session is reset on release: nothing a run sets survives into the next.
 	poolCfg, err := dbpool.ParseConfig(cfg.DatabaseURL, logger)
 	if err != nil {
@@ -221,16 +222,18 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 }
 
 // loadPolicy returns the policy to serve, statically valid: SWEEP_POLICY_FILE, or the bundled
-// catalog when it is unset, with SWEEP_RETENTION's overrides applied.
-func loadPolicy(cfg config.API) (*policy.Policy, error) {
+// catalog when it is unset, with SWEEP_RETENTION's overrides applied; and the policy's own specs,
+// before the overrides.
+func loadPolicy(cfg config.API) (*policy.Policy, []policy.Spec, error) {
 	pol, err := policy.LoadFile(cfg.SweepPolicyFile)
 	if err != nil {
-		return nil, fmt.Errorf("sweep policy refused:\n%w", err)
+		return nil, nil, fmt.Errorf("sweep policy refused:\n%w", err)
 	}
+	own := pol.Specs
 	if pol.Specs, err = policy.WithRetention(pol.Specs, cfg.Retention); err != nil {
-		return nil, fmt.Errorf("SWEEP_RETENTION: %w", err)
+		return nil, nil, fmt.Errorf("SWEEP_RETENTION: %w", err)
 	}
-	return pol, nil
+	return pol, own, nil
 }
 
 // checkPolicy validates the policy against the live schema before the API serves it: a policy

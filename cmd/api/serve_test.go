@@ -197,6 +197,24 @@ func TestServe(t *testing.T) {
 		"INTERNAL_SIGNING_KEY":   serveKey,
 		"SERVER_WRITE_TIMEOUT":   "100s",
 		"INTERNAL_FETCH_TIMEOUT": "110s",
+		"SWEEP_RETENTION":        "notifications.read=45d",
+	})
+
+	t.Run("boot log lists every pass's retention, the overridden one marked", func(t *testing.T) {
+		logs := s.logs.String()
+		for _, sp := range policy.Catalog() {
+			for _, p := range sp.Passes {
+				if !strings.Contains(logs, fmt.Sprintf(`"msg":"pass retention","app_env":"development","sweep":%q,"pass":%q,`, sp.Name, p.Name)) {
+					t.Errorf("no retention line for %s.%s:\n%s", sp.Name, p.Name, logs)
+				}
+			}
+		}
+		if !strings.Contains(logs, `"pass":"read","table":"notifications","age_column":"read_at","retention":"1080h0m0s","overridden":true,"policy_retention":"720h0m0s"`) {
+			t.Errorf("the override is not marked with the policy's own retention:\n%s", logs)
+		}
+		if n := strings.Count(logs, `"overridden":true`); n != 1 {
+			t.Errorf("%d passes marked overridden, want 1", n)
+		}
 	})
 
 	t.Run("catalog reports the configured bounds", func(t *testing.T) {
