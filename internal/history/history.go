@@ -91,14 +91,14 @@ func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string, 
 	}
 	_, err = s.pool.Exec(ctx, `
 INSERT INTO sweeprail.run (run_id, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
-                           partitions_dropped, throttled_ms, passes, error, request_id)
-VALUES ($1, $2, now(), now(), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                           partitions_dropped, throttled_ms, passes, error, request_id, reference_time)
+VALUES ($1, $2, now(), now(), $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (run_id) DO UPDATE SET finished_at = now(), stop_reason = EXCLUDED.stop_reason, truncated = EXCLUDED.truncated,
     skipped = EXCLUDED.skipped, deleted = EXCLUDED.deleted, archived = EXCLUDED.archived,
     partitions_dropped = EXCLUDED.partitions_dropped, throttled_ms = EXCLUDED.throttled_ms, passes = EXCLUDED.passes,
-    error = EXCLUDED.error`,
+    error = EXCLUDED.error, reference_time = EXCLUDED.reference_time`,
 		res.RunID, res.Sweep, string(res.StopReason), res.Truncated, res.Skipped, res.Deleted, res.Archived,
-		res.PartitionsDropped, res.ThrottledMs, string(passJSON), errJSON, requestID)
+		res.PartitionsDropped, res.ThrottledMs, string(passJSON), errJSON, requestID, res.ReferenceTime)
 	if err != nil {
 		return errors.Join(measureErr, &WriteError{Err: fmt.Errorf("record run end: %w", err)})
 	}
@@ -163,7 +163,7 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 // text the SELECT makes of it.
 const (
 	listColumns = `run_id::text, sweep, started_at, finished_at, stop_reason, truncated, skipped, deleted, archived,
-       partitions_dropped, throttled_ms, passes, error, request_id, requests`
+       partitions_dropped, throttled_ms, passes, error, request_id, requests, reference_time`
 	listAll   = `SELECT ` + listColumns + ` FROM sweeprail.run ORDER BY started_at DESC, run.run_id DESC LIMIT $1`
 	listSweep = `SELECT ` + listColumns + ` FROM sweeprail.run WHERE sweep = $2 ORDER BY started_at DESC, run.run_id DESC LIMIT $1`
 )
@@ -186,7 +186,7 @@ func (s *Store) List(ctx context.Context, sweep string, limit int) ([]wire.Histo
 		var stop *string
 		var passes, errJSON []byte
 		if err := r.Scan(&h.RunID, &h.Sweep, &h.StartedAt, &h.FinishedAt, &stop, &h.Truncated, &h.Skipped, &h.Deleted,
-			&h.Archived, &h.PartitionsDropped, &h.ThrottledMs, &passes, &errJSON, &h.RequestID, &h.Requests); err != nil {
+			&h.Archived, &h.PartitionsDropped, &h.ThrottledMs, &passes, &errJSON, &h.RequestID, &h.Requests, &h.ReferenceTime); err != nil {
 			return h, err
 		}
 		if stop != nil {

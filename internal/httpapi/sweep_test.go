@@ -97,7 +97,7 @@ func TestBadBodies(t *testing.T) {
 }
 
 // resultKeys are the keys of a sweep answer, as docs/DESIGN.md shows it.
-var resultKeys = []string{"archived", "batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "runId", "skipped", "stopReason", "sweep", "throttledMs", "truncated"}
+var resultKeys = []string{"archived", "batchCount", "deleted", "dryRun", "durationMs", "error", "passes", "referenceTime", "runId", "skipped", "stopReason", "sweep", "throttledMs", "truncated"}
 
 // sweepAnswer decodes a sweep answer and checks it has exactly docs/DESIGN.md's keys.
 func sweepAnswer(t *testing.T, a answer) wire.Result {
@@ -190,7 +190,7 @@ INSERT INTO invoices SELECT id FROM e`)
 		}
 		var raw map[string]any
 		decode(t, a, &raw)
-		if got, want := keys(raw), []string{"dryRun", "passes", "sweep"}; !slices.Equal(got, want) {
+		if got, want := keys(raw), []string{"counted", "dryRun", "passes", "referenceTime", "sweep"}; !slices.Equal(got, want) {
 			t.Errorf("dry-run keys %v, want %v", got, want)
 		}
 		var res wire.DryRunResult

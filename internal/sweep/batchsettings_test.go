@@ -32,8 +32,8 @@ func TestBatchSettings(t *testing.T) {
 		Mode: policy.ModePerRow, Function: "probe_settings",
 	}}}}
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings()})
-	if res := run(t, r, "probe"); res.Deleted != 1 || res.Error != nil {
-		t.Fatalf("deleted %d, error %+v; want 1 row", res.Deleted, res.Error)
+	if res := run(t, r, "probe"); res.Processed != 1 || res.Deleted != 0 || res.Error != nil {
+		t.Fatalf("processed %d, deleted %d, error %+v; want 1 key processed", res.Processed, res.Deleted, res.Error)
 	}
 	var plan, commit, stmt, lock, idle string
 	if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle); err != nil {

@@ -35,11 +35,12 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
-	res := &wire.DryRunResult{Sweep: name, DryRun: true, Passes: []wire.DryRunPass{}}
+	res := &wire.DryRunResult{Sweep: name, DryRun: true, Passes: []wire.DryRunPass{}, ReferenceTime: ref, Counted: wire.DryRunCounted}
 	for i, p := range spec.Passes {
 		st := sts[i]
 		cutoff := ref.Add(-p.Retention)
 		dp := wire.DryRunPass{Pass: p.Name}
+		dp.Cutoff, dp.CutoffEpoch, dp.AgeUnit = cutoffOf(cutoff, kinds[i], p)
 		if p.Mode == policy.ModePartitions {
 			if err := r.dryRunPartitions(ctx, p, cutoff, &dp); err != nil {
 				return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -71,7 +72,7 @@ func TestEpochAges(t *testing.T) {
 			pool := dbtest.Pool(t)
 			exec(t, pool, epochSchema)
 			at := dbNow(t, pool)
-			seedEpoch(t, pool, at, 220)
+			cut := seedEpoch(t, pool, at, 220)
 			onePerPageReceipts(t, pool)
 			specs := epochPass(nil)
 			if warnings, err := check.Specs(ctx, pool, specs); err != nil || len(warnings) > 0 {
@@ -79,13 +80,33 @@ func TestEpochAges(t *testing.T) {
 			}
 			s := settings()
 			s.BatchSize = 50
-			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: specs, Settings: s, AsOf: fixedAsOf(at)}, 50))
+			store := history.New(pool, time.Hour)
+			clock := newFakeClock()
+			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: specs, Settings: s, AsOf: fixedAsOf(at), History: store,
+				Now: func() time.Time { clock.Advance(time.Millisecond); return clock.Now() }}, 50))
 			res := run(t, r, "receipts")
 			if res.Deleted != 221 || res.StopReason != wire.StopExhausted || res.BatchCount < 3 || res.Passes[0].Path != string(tp.path) {
 				t.Fatalf("run: %+v; want 221 deleted in 3 or more batches of the %s path, exhausted", res.Passes[0], tp.path)
 			}
 			if got := left(t, pool, "true"); got != "[2 3]" {
 				t.Fatalf("left %s, want the rows on the cutoff and 1 ms after it", got)
+			}
+			// The answer's cutoff is the one the rows went by: every row below it gone, the one
+			// on it kept; the instant is the reference time minus the retention.
+			p := res.Passes[0]
+			if p.CutoffEpoch == nil || *p.CutoffEpoch != cut || p.AgeUnit != policy.AgeMilliseconds ||
+				!p.Cutoff.Equal(at.Add(-epochRetention)) || p.Cutoff.Location() != time.UTC || !res.ReferenceTime.Equal(at) || p.DurationMs <= 0 {
+				t.Fatalf("answer: cutoff %v (%v %s), reference time %v, %d ms; want %v (%d milliseconds), %v, a duration",
+					p.Cutoff, p.CutoffEpoch, p.AgeUnit, res.ReferenceTime, p.DurationMs, at.Add(-epochRetention), cut, at)
+			}
+			runs, err := store.List(ctx, "receipts", 1)
+			if err != nil || len(runs) != 1 {
+				t.Fatalf("history: %v %v", runs, err)
+			}
+			h := runs[0].Passes[0]
+			if runs[0].ReferenceTime == nil || !runs[0].ReferenceTime.Equal(at) || h.Cutoff == nil || !h.Cutoff.Equal(p.Cutoff) ||
+				h.CutoffEpoch == nil || *h.CutoffEpoch != cut || h.DurationMs != p.DurationMs {
+				t.Fatalf("history: %+v, pass %+v; want the answer's reference time, cutoff and duration", runs[0], h)
 			}
 		})
 	}
@@ -143,8 +164,12 @@ func TestEpochAges(t *testing.T) {
 				t.Fatalf("left %s, want %s", got, m.want)
 			}
 			gone := before - count(t, pool, "SELECT count(*) FROM receipts")
-			if dry.Passes[0].Eligible == nil || *dry.Passes[0].Eligible != gone || !dry.Passes[0].Indexed {
-				t.Fatalf("dry run %+v; want %d eligible, indexed", dry.Passes[0], gone)
+			if n := res.Passes[0].Deleted + res.Passes[0].Processed; n != gone || (m.name == "per-row") != (res.Passes[0].Processed > 0) {
+				t.Fatalf("run: %+v; want %d rows, per-row ones as processed", res.Passes[0], gone)
+			}
+			dp := dry.Passes[0]
+			if dp.Eligible == nil || *dp.Eligible != gone || !dp.Indexed || dp.CutoffEpoch == nil || res.Passes[0].CutoffEpoch == nil || *dp.CutoffEpoch != *res.Passes[0].CutoffEpoch {
+				t.Fatalf("dry run %+v; want %d eligible, indexed, the run's cutoff", dp, gone)
 			}
 			if m.table != "" {
 				if n := count(t, pool, "SELECT count(*) FROM "+m.table+" WHERE received_ts < $1::bigint", cut); n != gone {

@@ -85,7 +85,7 @@ func TestGuarantees(t *testing.T) {
 		s.LockTimeout = 500 * time.Millisecond
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "account-erasure")}, Settings: s})
 		res := run(t, r, "account-erasure")
-		if res.StopReason != wire.StopExhausted || res.Deleted != 4 {
+		if res.StopReason != wire.StopExhausted || res.Processed != 4 || res.Passes[0].Processed != 4 || res.Deleted != 0 {
 			t.Fatalf("run: %+v (error %+v), want exhausted with the 4 unlocked accounts wiped", res, res.Error)
 		}
 		if err := tx.Rollback(ctx); err != nil {

@@ -147,7 +147,11 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}
-		pr.out.Deleted += b.n
+		if pr.p.Mode == policy.ModePerRow {
+			pr.out.Processed += b.n
+		} else {
+			pr.out.Deleted += b.n
+		}
 		for i, c := range pr.children {
 			pr.out.Children[i].Rows += c
 		}

@@ -267,8 +267,8 @@ func TestAccountErasure(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		if got := results[0].Deleted + results[1].Deleted; got != n {
-			t.Errorf("runs wiped %d + %d accounts, want %d in all", results[0].Deleted, results[1].Deleted, n)
+		if got := results[0].Processed + results[1].Processed; got != n {
+			t.Errorf("runs wiped %d + %d accounts, want %d in all", results[0].Processed, results[1].Processed, n)
 		}
 		// Per-row mode is its own path whatever the table: it locks each key (SKIP LOCKED)
 		// before calling the function, which must not run twice.
@@ -341,8 +341,8 @@ func TestAccountErasure(t *testing.T) {
 		s.Deadline, s.Pause = 90*time.Second, time.Millisecond
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), Now: clock.Now, Sleep: func(context.Context, time.Duration) { clock.Advance(30 * time.Second) }})
 		res := run(t, r, "account-erasure")
-		if res.StopReason != wire.StopBudget || res.Deleted != 3 || !res.Truncated {
-			t.Fatalf("got %s, %d wiped, truncated %v; want budget after 3 wipes", res.StopReason, res.Deleted, res.Truncated)
+		if res.StopReason != wire.StopBudget || res.Processed != 3 || !res.Truncated {
+			t.Fatalf("got %s, %d wiped, truncated %v; want budget after 3 wipes", res.StopReason, res.Processed, res.Truncated)
 		}
 		half := count(t, pool, `
 SELECT count(*) FROM accounts a

@@ -228,7 +228,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		}
 		r.cfg.Metrics.Run(name, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
 		span.End(trace.Result{Rows: res.Deleted, Archived: res.Archived, Duration: end.Sub(start), StopReason: outcome})
-		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted,
+		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted, "processed", res.Processed,
 			"archived", res.Archived, "batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
 	}()
 
@@ -261,6 +261,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
 	}
+	res.ReferenceTime = &ref
 	sts, kinds, err := r.statementsFor(db, name)
 	if err != nil {
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
@@ -277,10 +278,14 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		if p.Mode == policy.ModePartitions {
 			run = pr.runPartitions
 		}
+		began := r.cfg.Now()
 		out, perr := run()
+		out.DurationMs = r.cfg.Now().Sub(began).Milliseconds()
+		out.Cutoff, out.CutoffEpoch, out.AgeUnit = cutoffOf(pr.cutoff, kinds[i], p)
 		passSpan.End(trace.Result{Rows: out.Deleted, Archived: out.Archived, StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
+		res.Processed += out.Processed
 		res.Archived += out.Archived
 		res.PartitionsDropped += out.PartitionsDropped
 		res.ThrottledMs += out.ThrottledMs
@@ -312,6 +317,16 @@ func passTables(spec *policy.Spec) map[string]string {
 		out[p.Name] = p.Table
 	}
 	return out
+}
+
+// cutoffOf is a pass's cutoff as its answer shows it: the instant, and for an age column of Unix
+// time the integer its statements compare with, in the pass's unit.
+func cutoffOf(cutoff time.Time, k statement.Kind, p policy.Pass) (time.Time, *int64, string) {
+	if !k.Epoch() {
+		return cutoff, nil, ""
+	}
+	n := statement.EpochOf(k, cutoff)
+	return cutoff, &n, p.AgeUnit
 }
 
 // record runs one write of the run history under the statement timeout, and returns its error,

@@ -81,8 +81,19 @@ type ErrorInfo struct {
 type PassResult struct {
 	Pass string `json:"pass"`
 	// Deleted counts the rows of the pass's own table; the children deleted with them are in
-	// Children.
+	// Children. A per-row pass deletes nothing itself: its function's work is in Processed.
 	Deleted int64 `json:"deleted"`
+	// Processed counts the keys a per-row pass handed to its function that did the work (the
+	// calls that did not answer false); absent for the other modes.
+	Processed int64 `json:"processed,omitempty"`
+	// Cutoff is the instant the pass's rows were compared with: the run's reference time minus
+	// the retention, in UTC. CutoffEpoch is the same cutoff as an age column of Unix time
+	// compares with it, in AgeUnit (whole units, rounded down); both absent for a time column.
+	Cutoff      time.Time `json:"cutoff"`
+	CutoffEpoch *int64    `json:"cutoffEpoch,omitempty"`
+	AgeUnit     string    `json:"ageUnit,omitempty"`
+	// DurationMs is the pass's own time, from its start to its answer.
+	DurationMs int64 `json:"durationMs"`
 	// Archived is the rows moved to the pass's archive_to table, in the statements that deleted
 	// them: equal to Deleted for a pass that archives, 0 for one that does not.
 	Archived   int64      `json:"archived"`
@@ -128,18 +139,23 @@ type CascadeRows struct {
 
 // Result is the answer of one run of POST /internal/sweep-<name>.
 type Result struct {
-	Sweep      string       `json:"sweep"`
-	RunID      string       `json:"runId"`
-	DryRun     bool         `json:"dryRun"`
-	Skipped    bool         `json:"skipped"`
-	Deleted    int64        `json:"deleted"`
-	Archived   int64        `json:"archived"`
-	BatchCount int          `json:"batchCount"`
-	DurationMs int64        `json:"durationMs"`
-	Truncated  bool         `json:"truncated"`
-	StopReason StopReason   `json:"stopReason"`
-	Passes     []PassResult `json:"passes"`
-	Error      *ErrorInfo   `json:"error"`
+	Sweep      string `json:"sweep"`
+	RunID      string `json:"runId"`
+	DryRun     bool   `json:"dryRun"`
+	Skipped    bool   `json:"skipped"`
+	Deleted    int64  `json:"deleted"`
+	Archived   int64  `json:"archived"`
+	BatchCount int    `json:"batchCount"`
+	DurationMs int64  `json:"durationMs"`
+	// Processed sums the per-row passes' Processed (absent when zero).
+	Processed int64 `json:"processed,omitempty"`
+	// ReferenceTime is the instant the run's cutoffs count back from (the database's clock when
+	// the run took its lease), in UTC; null for a run that found the lease held.
+	ReferenceTime *time.Time   `json:"referenceTime"`
+	Truncated     bool         `json:"truncated"`
+	StopReason    StopReason   `json:"stopReason"`
+	Passes        []PassResult `json:"passes"`
+	Error         *ErrorInfo   `json:"error"`
 	// PartitionsDropped sums the passes' (partitions mode only; absent when zero).
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
 	// ThrottledMs sums the passes' waits for standbys (MAX_REPLICA_LAG, MAX_REPLICA_LAG_BYTES).
@@ -155,6 +171,10 @@ func (r *Result) Failed() bool { return r.StopReason == StopBatchError }
 // DryRunPass is one pass's count in a dry run.
 type DryRunPass struct {
 	Pass string `json:"pass"`
+	// Cutoff, CutoffEpoch and AgeUnit are the cutoff the pass was counted by, as PassResult's.
+	Cutoff      time.Time `json:"cutoff"`
+	CutoffEpoch *int64    `json:"cutoffEpoch,omitempty"`
+	AgeUnit     string    `json:"ageUnit,omitempty"`
 	// Eligible is the exact count, nil when counting ran past the count timeout.
 	Eligible      *int64 `json:"eligible"`
 	Estimate      int64  `json:"estimate"`
@@ -192,7 +212,16 @@ type DryRunResult struct {
 	Sweep  string       `json:"sweep"`
 	DryRun bool         `json:"dryRun"`
 	Passes []DryRunPass `json:"passes"`
+	// ReferenceTime is the instant the cutoffs count back from, as a run's.
+	ReferenceTime time.Time `json:"referenceTime"`
+	// Counted says how the counts relate to a run: DryRunCounted.
+	Counted string `json:"counted"`
 }
+
+// DryRunCounted is a dry run's Counted: a run deletes pass by pass, and a dry run deletes nothing,
+// so a later pass's count includes rows an earlier pass (or its delete_with) would take first.
+const DryRunCounted = "each pass is counted as the tables stand now, before any earlier pass of the sweep runs: " +
+	"a row that two passes match is counted by both, and a run deletes it once, in the first"
 
 // History is the answer of GET /internal/runs: runs newest first.
 type History struct {
@@ -214,9 +243,12 @@ type Unrecorded struct {
 // still going, or whose process died before it could write its end; Error is null for a run
 // without one.
 type HistoryRun struct {
-	RunID             string        `json:"runId"`
-	Sweep             string        `json:"sweep"`
-	StartedAt         time.Time     `json:"startedAt"`
+	RunID     string    `json:"runId"`
+	Sweep     string    `json:"sweep"`
+	StartedAt time.Time `json:"startedAt"`
+	// ReferenceTime is the run's, as Result.ReferenceTime; null for a skipped run, and for runs
+	// recorded before the history kept it.
+	ReferenceTime     *time.Time    `json:"referenceTime"`
 	FinishedAt        *time.Time    `json:"finishedAt"`
 	StopReason        *StopReason   `json:"stopReason"`
 	Truncated         bool          `json:"truncated"`
@@ -244,6 +276,13 @@ type HistoryPass struct {
 	// Path is the access path the pass took, as PassResult.Path; "" in runs recorded before the
 	// history kept it.
 	Path string `json:"path,omitempty"`
+	// Processed, Cutoff, CutoffEpoch, AgeUnit and DurationMs are PassResult's; Cutoff is null in
+	// runs recorded before the history kept it.
+	Processed   int64      `json:"processed,omitempty"`
+	Cutoff      *time.Time `json:"cutoff"`
+	CutoffEpoch *int64     `json:"cutoffEpoch,omitempty"`
+	AgeUnit     string     `json:"ageUnit,omitempty"`
+	DurationMs  int64      `json:"durationMs"`
 	// TableRows is the planner's estimate of the rows of the pass's table at the run's end
 	// (pg_class.reltuples, summed over the leaf partitions); -1 when it was never analyzed.
 	// TableBytes is its total size then: heap, TOAST and indexes (pg_total_relation_size, summed
