@@ -78,22 +78,24 @@ type pageFacts struct {
 	ScrollWidth  int               `json:"scrollWidth"`
 	ClientWidth  int               `json:"clientWidth"`
 	PassStops    map[string]string `json:"passStops"`
+	PassDuration map[string]string `json:"passDuration"`
 	NeverBadges  int               `json:"neverBadges"`
 	RecentFailed int               `json:"recentFailed"`
 }
 
 const readFacts = `(() => {
   const q = (s, n) => [...(n || document).querySelectorAll(s)];
-  const points = {}, passStops = {};
+  const points = {}, passStops = {}, passDuration = {};
   for (const f of q('figure.chart')) points[f.dataset.table] = q('circle.size', f).length;
   for (const tb of q('tbody.sweep')) {
     const p = tb.querySelector('tr.pass');
     passStops[tb.dataset.sweep] = p ? p.children[5].textContent.trim() : '';
+    passDuration[tb.dataset.sweep] = p && p.children[7] ? p.children[7].textContent.trim() : '';
   }
   return JSON.stringify({
     sweepRows: q('tr.sweep').length,
     sweepOrder: q('tbody.sweep').map(tb => tb.dataset.sweep),
-    points, passStops,
+    points, passStops, passDuration,
     errors: q('tr.error .message').map(m => m.textContent),
     scripts: q('script').length,
     styled: getComputedStyle(document.querySelector('table.sweeps')).borderCollapse,
@@ -171,6 +173,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 		if f.PassStops["notifications"] != "exhausted" || f.PassStops["refresh-tokens"] != "batch-error" {
 			t.Errorf("pass stop reasons %v", f.PassStops)
+		}
+		if d := f.PassDuration["notifications"]; !strings.HasSuffix(d, "ms") && !strings.HasSuffix(d, "s") {
+			t.Errorf("notifications pass duration %q, want the pass's own", d)
 		}
 		if len(f.Errors) != 1 || !strings.Contains(f.Errors[0], boom) {
 			t.Errorf("error messages %q, want the failed run's, as text", f.Errors)

@@ -86,6 +86,7 @@ func TestPage(t *testing.T) {
 	withChildren := run("notifications", "read", 60, 500, 4096, wire.StopExhausted)
 	withChildren.Passes[0].Children = []wire.ChildRows{{Table: "receipts", Column: "notification_id", Rows: 40}}
 	withChildren.Passes[0].Cascades = []wire.CascadeRows{{Table: "marks", Deleted: 2}}
+	withChildren.Passes[0].Cutoff, withChildren.Passes[0].DurationMs = ptr(now.Add(-30*24*time.Hour)), 1234
 
 	cases := []struct {
 		name    string
@@ -139,6 +140,9 @@ func TestPage(t *testing.T) {
 				if len(passes) != 3 || !strings.Contains(text(passes[0]), "heap") || !strings.Contains(text(passes[0]), "500") ||
 					!strings.Contains(text(passes[0]), "+42 with them") {
 					t.Errorf("first pass row %q, want the run that deleted 500 by heap, and 42 rows with them", text(passes[0]))
+				}
+				if got := text(passes[0]); !strings.Contains(got, "1.2s") {
+					t.Errorf("first pass row %q, want its own duration", got)
 				}
 				if got := text(find(doc, "tr", "sweep")[0]); !strings.Contains(got, "lease-held ×12") {
 					t.Errorf("sweep row %q, want the 12 lease-held answers its row stands for", got)

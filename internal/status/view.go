@@ -48,8 +48,13 @@ type passView struct {
 	Archived   int64
 	Partitions int64
 	// With counts the rows deleted with the pass's own: delete_with children and cascades.
-	With   int64
-	Failed bool
+	With int64
+	// Processed counts the keys a per-row pass's function did the work for.
+	Processed int64
+	// Duration and Cutoff are "" for a run recorded before the history kept them.
+	Duration string
+	Cutoff   string
+	Failed   bool
 }
 
 // runView is one run as the page shows it.
@@ -140,6 +145,11 @@ func newPassView(ps policy.Pass, runs []wire.HistoryRun) passView {
 				v.With += c.Deleted
 			}
 			v.Failed = hp.StopReason == wire.StopBatchError
+			v.Processed = hp.Processed
+			if hp.Cutoff != nil { // recorded with its cutoff, so with its duration too
+				v.Cutoff = hp.Cutoff.UTC().Format("2006-01-02 15:04:05Z")
+				v.Duration = formatDuration(time.Duration(hp.DurationMs) * time.Millisecond)
+			}
 			return v
 		}
 	}
