@@ -167,6 +167,34 @@ func TestRuns(t *testing.T) {
 		}
 	})
 
+	t.Run("frontier", func(t *testing.T) {
+		b := newTestBench(t, settings{run: "frontier", rows: 10_000, rounds: 1})
+		res, err := b.frontierRun(t.Context())
+		if err != nil {
+			t.Fatal(err) // a contestant that deleted other than the eligible rows fails it
+		}
+		if len(res.rounds) != 1 {
+			t.Fatalf("%d rounds, want 1", len(res.rounds))
+		}
+		var keys []string
+		for _, o := range res.rounds[0].contestants {
+			keys = append(keys, o.key)
+			if len(o.fg) == 0 {
+				t.Errorf("%s: no foreground operation in its window", o.key)
+			}
+		}
+		if got, want := strings.Join(keys, " "), "A A′ B C C·20 C·5 C·2"; got != want {
+			t.Errorf("contestants %q, want %q", got, want)
+		}
+		out := b.renderFrontier(res)
+		for _, want := range []string{generatedNote + " (sweepbench frontier)", "# The foreground frontier",
+			"| C·5 | the rail, 5 ms batches, from 200 rows: `BATCH_TARGET=5ms BATCH_SIZE=200`", "target: the gentle setting (C·5)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the report lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("crossover", func(t *testing.T) {
 		b := newTestBench(t, settings{run: "crossover", rows: 10_000, rounds: 1})
 		res, err := b.crossoverRun(t.Context())
