@@ -56,12 +56,13 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 ## bench: on its own PostgreSQL with fsync on, bin/sweepbench's side-by-side run (the rail against a
-## monolithic DELETE and ordered batches), its replica run (a streaming standby, healthy and slowed)
-## and its paths run (each access path on a dense, a sparse, a job-queue and a locked table), each
+## monolithic DELETE and ordered batches), its frontier run (the rail at gentler settings beside
+## live traffic), its replica run (a streaming standby, healthy and slowed) and its paths run (each
+## access path on a dense, a sparse, a job-queue and a locked table), each
 ## writing docs/bench/<run>.md. RUNS picks others: make bench RUNS="crossover scale partitions
 ## archive" (partitions installs pg_partman when missing). Flags such as -rows: run bin/sweepbench
 ## <run> -h against a cluster of your own (docs/BENCHMARKS.md). The cluster is stopped at the end.
-bench: RUNS ?= side-by-side replica paths
+bench: RUNS ?= side-by-side frontier replica paths
 bench:
 	@mkdir -p bin; $(GO) build -o bin/ ./cmd/...; \
 	if [[ " $(RUNS) " == *" partitions "* ]]; then scripts/pg ensure-ext partman; fi; \
