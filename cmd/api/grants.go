@@ -43,13 +43,39 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout, "-- sweeprail's own objects (api migrate up installs them): the lease, the run history.")
 	fmt.Fprintf(stdout, "GRANT USAGE ON SCHEMA sweeprail TO %s;\n", r)
 	fmt.Fprintf(stdout, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sweeprail TO %s;\n", r)
+	fmt.Fprintln(stdout, "-- The tables and sequences later migrations add to it: run these as the role that runs api migrate up.")
+	fmt.Fprintf(stdout, "ALTER DEFAULT PRIVILEGES IN SCHEMA sweeprail GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s;\n", r)
+	fmt.Fprintf(stdout, "ALTER DEFAULT PRIVILEGES IN SCHEMA sweeprail GRANT USAGE, SELECT ON SEQUENCES TO %s;\n", r)
 	fmt.Fprintln(stdout, "-- The policy's tables and functions.")
 	for _, g := range statement.Grants(pol.Specs, *role) {
 		fmt.Fprintln(stdout, g)
 	}
+	writeUserMappings(stdout, pol.Specs, r)
 	if environ["MAX_REPLICA_LAG"] != "" || environ["MAX_REPLICA_LAG_BYTES"] != "" {
 		fmt.Fprintln(stdout, "-- MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: reading the standbys' lag on the primary.")
 		fmt.Fprintf(stdout, "GRANT pg_monitor TO %s;\n", r)
 	}
 	return nil
+}
+
+// writeUserMappings prints, for each archive_to table, the user mapping the role needs when that
+// table is a postgres_fdw foreign table: without one every batch fails on the remote connection.
+// Whether it is foreign, and on which server, only the database knows, and the remote role's
+// credentials only the operator: the statement is printed as a comment to complete, with the
+// query that names the server.
+func writeUserMappings(w io.Writer, specs []policy.Spec, role string) {
+	seen := map[string]bool{}
+	for _, s := range specs {
+		for _, p := range s.Passes {
+			if p.ArchiveTo == "" || seen[p.ArchiveTo] {
+				continue
+			}
+			seen[p.ArchiveTo] = true
+			name := pgx.Identifier(strings.Split(p.ArchiveTo, ".")).Sanitize()
+			fmt.Fprintf(w, "-- archive_to %s, when it is a postgres_fdw foreign table: a user mapping for the role on its server,\n", p.ArchiveTo)
+			fmt.Fprintf(w, "-- as the server's owner (SELECT srvname FROM pg_foreign_table JOIN pg_foreign_server s ON s.oid = ftserver\n")
+			fmt.Fprintf(w, "--   WHERE ftrelid = '%s'::regclass names it), with the remote role that may INSERT into the remote table:\n", strings.ReplaceAll(name, "'", "''"))
+			fmt.Fprintf(w, "-- CREATE USER MAPPING FOR %s SERVER <server> OPTIONS (user '<remote role>', password '<its password>');\n", role)
+		}
+	}
 }

@@ -70,13 +70,18 @@ func TestGrants(t *testing.T) {
 			`GRANT SELECT, UPDATE, DELETE ON "outbox_events" TO "Sweeper";`,
 			`GRANT SELECT, DELETE ON "webhook_deliveries" TO "Sweeper";`,
 			`GRANT pg_monitor TO "Sweeper";`,
+			`ALTER DEFAULT PRIVILEGES IN SCHEMA sweeprail GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "Sweeper";`,
+			`ALTER DEFAULT PRIVILEGES IN SCHEMA sweeprail GRANT USAGE, SELECT ON SEQUENCES TO "Sweeper";`,
 		} {
 			if !strings.Contains(out, want+"\n") {
 				t.Errorf("grants lack %s:\n%s", want, out)
 			}
 		}
-		if n := strings.Count(out, "GRANT "); n != 6 {
-			t.Errorf("%d GRANTs, want exactly 6:\n%s", n, out)
+		if n := strings.Count(out, "GRANT "); n != 8 {
+			t.Errorf("%d GRANTs, want exactly 8:\n%s", n, out)
+		}
+		if strings.Contains(out, "USER MAPPING") {
+			t.Errorf("a user mapping without an archive:\n%s", out)
 		}
 		if strings.Contains(grantsFor(t, map[string]string{}, policyFile), "pg_monitor") {
 			t.Error("pg_monitor granted without the throttle")
@@ -159,6 +164,7 @@ func TestGrants(t *testing.T) {
 		for _, want := range []string{
 			`GRANT USAGE ON SCHEMA "archive" TO "` + role + `";`,
 			`GRANT INSERT ON "archive"."notifications" TO "` + role + `";`,
+			`-- CREATE USER MAPPING FOR "` + role + `" SERVER <server> OPTIONS (user '<remote role>', password '<its password>');`,
 		} {
 			if !strings.Contains(out, want+"\n") {
 				t.Errorf("grants lack %s:\n%s", want, out)
