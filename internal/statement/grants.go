@@ -61,7 +61,7 @@ func Grants(specs []policy.Spec, role string) []string {
 				functions = append(functions, fmt.Sprintf("-- %s runs with the role's privileges unless it is SECURITY DEFINER: grant what it writes too.\nGRANT EXECUTE ON FUNCTION %s TO %s;",
 					p.Function, QuoteName(p.Function), r))
 			case policy.ModePartitions:
-				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: the role must own them (or be a member of their owner); no GRANT gives DROP.",
+				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: the role must own that table (DETACH PARTITION) and its partitions (DROP TABLE), or be a member of their owner; no GRANT gives either.",
 					p.Name, s.Name, p.Table))
 			}
 		}
