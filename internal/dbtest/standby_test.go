@@ -30,6 +30,11 @@ func TestStandby(t *testing.T) {
 		// The standby's copy of the migrated database, read-only.
 		replicaDB := sameDatabase(t, standby.URL, db)
 		sb := dbtest.Conn(t, replicaDB)
+		// The cluster and its standby run the version under test (make test-matrix).
+		server := dbtest.Conn(t, dbtest.ServerURL(t))
+		if sv, pv, want := version(t, sb), version(t, primary), version(t, server); sv != want || pv != want {
+			t.Fatalf("standby runs %s, its primary %s; want the server under test's %s", sv, pv, want)
+		}
 		if n := count(t, sb); n != 1 {
 			t.Fatalf("standby holds %d accounts, want the 1 written on the primary", n)
 		}
@@ -104,4 +109,13 @@ func sameDatabase(t *testing.T, server, db string) string {
 	}
 	s.Path = d.Path
 	return s.String()
+}
+
+func version(t *testing.T, c *pgx.Conn) string {
+	t.Helper()
+	var v string
+	if err := c.QueryRow(context.Background(), `SELECT current_setting('server_version')`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

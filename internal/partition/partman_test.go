@@ -9,14 +9,15 @@ import (
 )
 
 // requirePartman skips the test when the server lacks pg_partman, or fails it under CI=true,
-// where .ci/run installs it (scripts/pg ensure-ext partman).
+// where .ci/run installs it (scripts/pg ensure-ext partman) for Debian's server. The other
+// versions of make test-matrix (PG_VERSION) come without it, and skip.
 func requirePartman(t *testing.T, d *db) {
 	t.Helper()
 	if d.int("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_partman'") == 1 {
 		return
 	}
 	msg := "pg_partman is not installed on the test server: run scripts/pg ensure-ext partman (Debian's postgresql-15-partman)"
-	if os.Getenv("CI") == "true" {
+	if v := os.Getenv("PG_VERSION"); os.Getenv("CI") == "true" && (v == "" || v == "15") {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)

@@ -28,9 +28,13 @@ func AsOwner(ctx context.Context, prog string, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-// Bindir is the newest installed server's bin folder, else pg_ctl's on PATH: scripts/pg's choice,
-// so that every server a test or the bench starts is the same version as the main one.
+// Bindir is PG_BINDIR when set (make test-matrix sets it to `scripts/pg bindir` of the version
+// under test), else the newest installed server's bin folder, else pg_ctl's on PATH: scripts/pg's
+// choice, so that every server a test or the bench starts is the same version as the main one.
 func Bindir() (string, error) {
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		return d, nil
+	}
 	if matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl"); len(matches) > 0 {
 		slices.SortFunc(matches, func(a, b string) int { return major(a) - major(b) })
 		return filepath.Dir(matches[len(matches)-1]), nil
