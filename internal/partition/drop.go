@@ -181,6 +181,9 @@ type dropper struct {
 	keep bool
 	opts DropOptions
 	st   state
+	// cancelSent: concurrently sent a cancel request, whose signal may reach the server after
+	// the detach it was meant for has ended, and cut the next statement instead.
+	cancelSent bool
 }
 
 // inTx runs f in a transaction under the lock timeout, and the statement timeout when one is set.
@@ -217,15 +220,21 @@ func (d *dropper) concurrentBound() time.Duration {
 // and may leave the partition detach-pending, which Drop finalizes.
 func (d *dropper) concurrently(ctx context.Context) error {
 	var fired atomic.Bool
+	sent := make(chan struct{})
 	bound := d.concurrentBound()
 	timer := time.AfterFunc(bound, func() {
+		defer close(sent)
 		fired.Store(true)
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = d.conn.PgConn().CancelRequest(cctx)
 	})
 	_, err := d.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY", d.st.parent, d.st.name))
-	timer.Stop()
+	if !timer.Stop() {
+		// The cancel was sent, or is on its way: let it land before the next statement.
+		<-sent
+		d.cancelSent = true
+	}
 	if err != nil && fired.Load() {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled {
@@ -307,6 +316,17 @@ func (d *dropper) finalize(ctx context.Context) error {
 	if d.conn.IsClosed() {
 		return errors.New("connection lost")
 	}
+	err := d.finalizeOnce(ctx)
+	var pgErr *pgconn.PgError
+	if d.cancelSent && errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled {
+		// The late signal of concurrently's cancel, not a failure of the finalize: once more.
+		d.cancelSent = false
+		err = d.finalizeOnce(ctx)
+	}
+	return err
+}
+
+func (d *dropper) finalizeOnce(ctx context.Context) error {
 	return d.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, d.st.finalize()); err != nil {
 			return err
