@@ -161,7 +161,7 @@ func TestBehindPooler(t *testing.T) {
 				t.Fatalf("sweep: HTTP %d, %v: %s", status, err, body)
 			}
 			if res.StopReason != wire.StopExhausted || res.HistoryError != nil || len(res.Passes) != 4 ||
-				res.Passes[0].Deleted != 300 || res.Passes[1].Deleted != 30 || res.Passes[2].Deleted != 12 || res.PartitionsDropped != 13 {
+				res.Passes[0].Deleted != 300 || res.Passes[1].Deleted != 30 || res.Passes[2].Processed != 12 || res.PartitionsDropped != 13 {
 				t.Fatalf("sweep answer: %s", body)
 			}
 			count := func(q string) int64 {
