@@ -86,8 +86,8 @@ FROM parent`, quoteQualified(table)).Scan(&strat, &natts, &keydef, &keyColumn, &
 		return refuse("is partitioned by %s, on an expression: mode partitions needs the age column %q itself as the key", keydef, column)
 	case *keyColumn != column:
 		return refuse("is partitioned by %s, not on the age column %q: name the partition key as age_column, or sweep with mode batched", keydef, column)
-	case keyType == nil || !KeyType(*keyType).Temporal():
-		return refuse("is partitioned by %s, a column of type %s: mode partitions needs a timestamptz, timestamp or date key", keydef, deref(keyType))
+	case keyType == nil || !KeyType(*keyType).Temporal() && !KeyType(*keyType).Integer():
+		return refuse("is partitioned by %s, a column of type %s: mode partitions needs a timestamptz, timestamp or date key (or an integer of Unix time, with age_unit)", keydef, deref(keyType))
 	}
 	info.Column, info.Key, info.HasDefault = column, KeyType(*keyType), hasDefault
 

@@ -2,6 +2,7 @@ package partition_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,11 +100,33 @@ func TestList(t *testing.T) {
 		}
 	})
 
-	t.Run("not range on one time column", func(t *testing.T) {
+	t.Run("an integer key: bounds bare and quoted, divided by ExpiredEpoch", func(t *testing.T) {
+		// PostgreSQL writes a positive int4 bound bare and a negative one (or any int8) quoted.
+		for _, typ := range []string{"integer", "bigint"} {
+			table := "by_" + typ
+			d.exec(fmt.Sprintf("CREATE TABLE %[1]s (n %[2]s) PARTITION BY RANGE (n); CREATE TABLE %[1]s_a PARTITION OF %[1]s FOR VALUES FROM (-5) TO (100); "+
+				"CREATE TABLE %[1]s_b PARTITION OF %[1]s FOR VALUES FROM (100) TO (MAXVALUE)", table, typ))
+			parts := d.list(table)
+			if len(parts) != 2 || parts[0].Lower.Number != -5 || parts[0].Upper.Number != 100 || parts[1].Upper.Infinite != 1 || !parts[0].Key.Integer() {
+				t.Fatalf("%s: %+v", typ, parts)
+			}
+			if cut := partition.ExpiredEpoch(parts, 100); len(cut.Expired) != 1 || cut.Straddle != nil {
+				t.Errorf("%s at 100: %+v, want _a expired, none straddling", typ, cut)
+			}
+			if cut := partition.ExpiredEpoch(parts, 101); len(cut.Expired) != 1 || cut.Straddle == nil || cut.Straddle.Name != "public."+table+"_b" {
+				t.Errorf("%s at 101: %+v, want _a expired and _b straddling", typ, cut)
+			}
+			if cut := partition.ExpiredEpoch(parts, 99); len(cut.Expired) != 0 || cut.Straddle == nil || cut.Straddle.Name != "public."+table+"_a" {
+				t.Errorf("%s at 99: %+v, want _a straddling", typ, cut)
+			}
+		}
+	})
+
+	t.Run("not range on one time or integer column", func(t *testing.T) {
 		d.exec("CREATE TABLE plain (at timestamptz)")
 		d.exec("CREATE TABLE by_list (region text) PARTITION BY LIST (region)")
-		d.exec("CREATE TABLE by_int (n int) PARTITION BY RANGE (n)")
-		for _, table := range []string{"plain", "by_list", "by_int", "missing"} {
+		d.exec("CREATE TABLE by_numeric (n numeric) PARTITION BY RANGE (n)")
+		for _, table := range []string{"plain", "by_list", "by_numeric", "missing"} {
 			if _, err := partition.List(ctx, d.pool, table); !errors.Is(err, partition.ErrNotPartitioned) {
 				t.Errorf("%s: %v, want ErrNotPartitioned", table, err)
 			}

@@ -44,16 +44,30 @@ const (
 	KeyDate        KeyType = "date"
 )
 
-// Temporal reports whether the key compares with a cutoff.
+// The integer key types, which compare with a cutoff as Unix time in a pass's age_unit.
+const (
+	KeySmallint KeyType = "smallint"
+	KeyInteger  KeyType = "integer"
+	KeyBigint   KeyType = "bigint"
+)
+
+// Temporal reports whether the key compares with a cutoff instant.
 func (k KeyType) Temporal() bool {
 	return k == KeyTimestamptz || k == KeyTimestamp || k == KeyDate
+}
+
+// Integer reports whether the key is an integer, which compares with a cutoff as a number of Unix
+// time (ExpiredEpoch).
+func (k KeyType) Integer() bool {
+	return k == KeySmallint || k == KeyInteger || k == KeyBigint
 }
 
 // Bound is one end of a partition's range.
 type Bound struct {
 	// Time is the bound's value when Infinite is 0. A timestamp or date bound is its wall clock
-	// read as UTC, as pgx reads such a value.
-	Time time.Time
+	// read as UTC, as pgx reads such a value. Number is it for an integer key.
+	Time   time.Time
+	Number int64
 	// Infinite is -1 for MINVALUE or -infinity, +1 for MAXVALUE or infinity, 0 for a finite bound.
 	Infinite int
 	// SQL is the bound as the catalog shows it with DateStyle ISO and TimeZone UTC: a quoted
@@ -68,6 +82,9 @@ func (b Bound) String() string {
 		return "MINVALUE"
 	case b.Infinite > 0:
 		return "MAXVALUE"
+	}
+	if b.Time.IsZero() {
+		return fmt.Sprint(b.Number)
 	}
 	return b.Time.UTC().Format(time.RFC3339Nano)
 }
@@ -104,12 +121,13 @@ func (p Partition) FinalizeStatement() string {
 }
 
 // ErrNotPartitioned is wrapped by List's error for a table that is not partitioned by RANGE on
-// one time column (Describe says why, as a *RefusedError).
-var ErrNotPartitioned = errors.New("not range-partitioned on one time column")
+// one time or integer column (Describe says why, as a *RefusedError).
+var ErrNotPartitioned = errors.New("not range-partitioned on one time or integer column")
 
 // boundPattern matches a one-column range bound; a multi-column one does not match, and its bounds
 // stay unread (List refuses the table on its key before it gets there).
-const boundPattern = `^FOR VALUES FROM \((MINVALUE|MAXVALUE|'(?:[^']|'')*')\) TO \((MINVALUE|MAXVALUE|'(?:[^']|'')*')\)$`
+// An integer bound is written bare when it is a positive int4, quoted otherwise.
+const boundPattern = `^FOR VALUES FROM \((MINVALUE|MAXVALUE|'(?:[^']|'')*'|[0-9]+)\) TO \((MINVALUE|MAXVALUE|'(?:[^']|'')*'|[0-9]+)\)$`
 
 // boundValue casts one bound literal (lit: text, MINVALUE, MAXVALUE or NULL) back to the key's type
 // (key: a regtype), as a timestamptz: a timestamp or date is read as UTC, as pgx reads one.
@@ -121,6 +139,16 @@ func boundValue(lit, key string) string {
      WHEN %[2]s = 'timestamp'::regtype THEN %[3]s::timestamp AT TIME ZONE 'UTC'
      WHEN %[2]s = 'date'::regtype THEN %[3]s::date::timestamp AT TIME ZONE 'UTC' END`, lit, key, unquoted)
 }
+
+// boundNumber casts one bound literal of an integer key back to a bigint; NULL for another key,
+// MINVALUE and MAXVALUE.
+func boundNumber(lit, key string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s IS NULL OR %[1]s IN ('MINVALUE', 'MAXVALUE') THEN NULL
+     WHEN %[2]s IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN btrim(%[1]s, '''')::bigint END`, lit, key)
+}
+
+// keyTypes are the key types List reads, as SQL.
+const keyTypes = `('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype, 'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype)`
 
 // keyCTE reads the partition key of the table named $1 (as written in a policy: name or
 // schema.name, resolved on the search_path as a statement would).
@@ -140,13 +168,14 @@ WITH parent AS (
 var listSQL = keyCTE + `
 SELECT c.oid, format('%I.%I', n.nspname, c.relname), p.name, p.partrelid, format_type(p.keytype, NULL),
        c.oid = p.partdefid, i.inhdetachpending, c.relkind = 'p', c.reltuples::bigint,
-       b.m[1], b.m[2], ` + boundValue("b.m[1]", "p.keytype") + `, ` + boundValue("b.m[2]", "p.keytype") + `
+       b.m[1], b.m[2], ` + boundValue("b.m[1]", "p.keytype") + `, ` + boundValue("b.m[2]", "p.keytype") + `,
+       ` + boundNumber("b.m[1]", "p.keytype") + `, ` + boundNumber("b.m[2]", "p.keytype") + `
 FROM parent p
 JOIN pg_inherits i ON i.inhparent = p.partrelid
 JOIN pg_class c ON c.oid = i.inhrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid), $2) AS m) b
-WHERE p.strat = 'r' AND p.partnatts = 1 AND p.keytype IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype)`
+WHERE p.strat = 'r' AND p.partnatts = 1 AND p.keytype IN ` + keyTypes
 
 // List returns the partitions of table (name or schema.name, found as a statement would find it),
 // oldest first, the default partition last. A table that is not partitioned by RANGE on one
@@ -165,7 +194,7 @@ func List(ctx context.Context, q Querier, table string) ([]Partition, error) {
 	var ok bool
 	if err := tx.QueryRow(ctx, keyCTE+`
 SELECT EXISTS (SELECT 1 FROM parent WHERE strat = 'r' AND partnatts = 1
-                 AND keytype IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype))`,
+                 AND keytype IN `+keyTypes+`)`,
 		quoteQualified(table)).Scan(&ok); err != nil {
 		return nil, fmt.Errorf("list partitions of %s: %w", table, err)
 	}
@@ -181,8 +210,9 @@ SELECT EXISTS (SELECT 1 FROM parent WHERE strat = 'r' AND partnatts = 1
 		var key string
 		var lowSQL, highSQL *string
 		var low, high pgtype.Timestamptz
+		var lowN, highN *int64
 		if err := row.Scan(&p.OID, &p.Name, &p.Parent, &p.ParentOID, &key, &p.Default, &p.DetachPending, &p.SubPartitioned, &p.Rows,
-			&lowSQL, &highSQL, &low, &high); err != nil {
+			&lowSQL, &highSQL, &low, &high, &lowN, &highN); err != nil {
 			return p, err
 		}
 		p.Key = KeyType(key)
@@ -192,7 +222,7 @@ SELECT EXISTS (SELECT 1 FROM parent WHERE strat = 'r' AND partnatts = 1
 		if lowSQL == nil || highSQL == nil {
 			return p, fmt.Errorf("partition %s: bound not understood", p.Name)
 		}
-		p.Lower, p.Upper = bound(*lowSQL, low), bound(*highSQL, high)
+		p.Lower, p.Upper = bound(*lowSQL, low, lowN), bound(*highSQL, high, highN)
 		return p, nil
 	})
 	if err != nil {
@@ -210,12 +240,14 @@ SELECT EXISTS (SELECT 1 FROM parent WHERE strat = 'r' AND partnatts = 1
 	return parts, nil
 }
 
-func bound(lit string, v pgtype.Timestamptz) Bound {
+func bound(lit string, v pgtype.Timestamptz, n *int64) Bound {
 	switch {
 	case lit == "MINVALUE" || v.InfinityModifier == pgtype.NegativeInfinity:
 		return Bound{Infinite: -1, SQL: lit}
 	case lit == "MAXVALUE" || v.InfinityModifier == pgtype.Infinity:
 		return Bound{Infinite: 1, SQL: lit}
+	case n != nil:
+		return Bound{Number: *n, SQL: lit}
 	}
 	return Bound{Time: v.Time, SQL: lit}
 }
@@ -224,7 +256,7 @@ func (b Bound) compare(o Bound) int {
 	if b.Infinite != 0 || o.Infinite != 0 {
 		return cmp.Compare(b.Infinite, o.Infinite)
 	}
-	return b.Time.Compare(o.Time)
+	return cmp.Or(b.Time.Compare(o.Time), cmp.Compare(b.Number, o.Number))
 }
 
 // Cut is a table's partitions divided at a cutoff.
@@ -271,6 +303,18 @@ func (c Cut) EstimatedRows() (rows int64, unknown bool) {
 // location (the runner's cutoff is UTC); for a date key the cutoff's date there. So a partition
 // expires when its upper bound is at or before that value. The default partition never expires.
 func Expired(parts []Partition, cutoff time.Time) Cut {
+	return divide(parts, func(p *Partition) Bound { return Bound{Time: cutoffFor(p.Key, cutoff)} })
+}
+
+// ExpiredEpoch divides parts of a table partitioned on an integer of Unix time at cutoff, the
+// cutoff in the key's unit (as the batched engine's age test has it): a partition expires when its
+// upper bound is at or below it.
+func ExpiredEpoch(parts []Partition, cutoff int64) Cut {
+	return divide(parts, func(*Partition) Bound { return Bound{Number: cutoff} })
+}
+
+// divide divides parts at the cutoff as each partition's key compares with it.
+func divide(parts []Partition, at func(*Partition) Bound) Cut {
 	var c Cut
 	for i := range parts {
 		p := &parts[i]
@@ -278,11 +322,11 @@ func Expired(parts []Partition, cutoff time.Time) Cut {
 			c.Default = p
 			continue
 		}
-		at := cutoffFor(p.Key, cutoff)
+		cut := at(p)
 		switch {
-		case p.Upper.Infinite == 0 && !p.Upper.Time.After(at):
+		case p.Upper.Infinite == 0 && p.Upper.compare(cut) <= 0:
 			c.Expired = append(c.Expired, *p)
-		case p.Lower.Infinite < 0 || p.Lower.Infinite == 0 && p.Lower.Time.Before(at):
+		case p.Lower.Infinite < 0 || p.Lower.Infinite == 0 && p.Lower.compare(cut) < 0:
 			c.Straddle = p
 		}
 	}
@@ -304,15 +348,24 @@ func cutoffFor(key KeyType, cutoff time.Time) time.Time {
 
 // CountBelow counts the rows of partition p whose column is older than cutoff, reading p itself:
 // the exact boundary count of a dry run (call it on Cut.Boundary, in a read-only transaction
-// under a statement timeout).
+// under a statement timeout). CountBelowEpoch counts them for an integer key, cutoff in its unit.
 func CountBelow(ctx context.Context, q Querier, p Partition, column string, cutoff time.Time) (int64, error) {
+	return countBelow(ctx, q, p, column, cutoffFor(p.Key, cutoff))
+}
+
+// CountBelowEpoch is CountBelow for a partition key of Unix time, cutoff in its unit.
+func CountBelowEpoch(ctx context.Context, q Querier, p Partition, column string, cutoff int64) (int64, error) {
+	return countBelow(ctx, q, p, column, cutoff)
+}
+
+func countBelow(ctx context.Context, q Querier, p Partition, column string, cutoff any) (int64, error) {
 	var n int64
 	// The cutoff goes as the key reads it, as UTC: a query mode that sends a time as timestamptz
 	// text (exec, simple protocol) has the server drop its offset into a timestamp or a date,
 	// which would compare another wall clock than the one a prepared statement's binary timestamp
 	// carries.
 	if err := q.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s < $1", p.Name, pgx.Identifier{column}.Sanitize()),
-		cutoffFor(p.Key, cutoff)).Scan(&n); err != nil {
+		cutoff).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count rows of partition %s: %w", p.Name, err)
 	}
 	return n, nil

@@ -42,7 +42,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		dp := wire.DryRunPass{Pass: p.Name}
 		dp.Cutoff, dp.CutoffEpoch, dp.AgeUnit = cutoffOf(cutoff, kinds[i], p)
 		if p.Mode == policy.ModePartitions {
-			if err := r.dryRunPartitions(ctx, p, cutoff, &dp); err != nil {
+			if err := r.dryRunPartitions(ctx, p, kinds[i], cutoff, &dp); err != nil {
 				return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 			}
 			// The estimate is the boundary count's; the verdict is whether an index serves

@@ -215,3 +215,47 @@ func TestEpochCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestEpochPartitions drops the partitions of a table range-partitioned on BIGINT milliseconds
+// whose upper bound is at or below the cutoff, and deletes the boundary's rows 1 ms before it by
+// the batched engine, keeping the row on it.
+func TestEpochPartitions(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	at := dbNow(t, pool)
+	cut := statement.EpochOf(statement.EpochMilliseconds, at.Add(-epochRetention))
+	const day = int64(24 * time.Hour / time.Millisecond)
+	exec(t, pool, fmt.Sprintf(`
+CREATE TABLE events_ms (id bigint NOT NULL, received_ts bigint NOT NULL) PARTITION BY RANGE (received_ts);
+CREATE INDEX ON events_ms (received_ts);
+CREATE TABLE events_ms_old PARTITION OF events_ms FOR VALUES FROM (%[1]d) TO (%[2]d);
+CREATE TABLE events_ms_edge PARTITION OF events_ms FOR VALUES FROM (%[2]d) TO (%[4]d);
+CREATE TABLE events_ms_new PARTITION OF events_ms FOR VALUES FROM (%[4]d) TO (MAXVALUE);
+CREATE TABLE events_ms_default PARTITION OF events_ms DEFAULT;
+INSERT INTO events_ms VALUES (1, %[1]d), (2, %[2]d), (3, %[3]d), (4, %[4]d), (5, %[1]d - 10 * %[5]d);
+ANALYZE events_ms`, cut-2*day, cut-1, cut, cut+1, day))
+	specs := []policy.Spec{{Name: "events", Passes: []policy.Pass{{Name: "old", Table: "events_ms", AgeColumn: "received_ts",
+		AgeUnit: policy.AgeMilliseconds, Retention: epochRetention, Mode: policy.ModePartitions}}}}
+	if warnings, err := check.Specs(ctx, pool, specs); err != nil || len(warnings) > 0 {
+		t.Fatalf("check: %v %v", warnings, err)
+	}
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings(), AsOf: fixedAsOf(at)})
+	dry, err := r.DryRun(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dp := dry.Passes[0]; len(dp.Partitions) != 1 || dp.Partitions[0].Name != "public.events_ms_old" || dp.Eligible == nil || *dp.Eligible != 2 {
+		t.Fatalf("dry run: %+v; want events_ms_old to drop and 2 boundary rows", dp)
+	}
+	res := run(t, r, "events")
+	if p := res.Passes[0]; p.PartitionsDropped != 1 || p.Deleted != 2 || p.StopReason != wire.StopExhausted || p.CutoffEpoch == nil || *p.CutoffEpoch != cut {
+		t.Fatalf("run: %+v; want 1 partition dropped, 2 boundary rows deleted, cutoff %d", p, cut)
+	}
+	var ids []int64
+	if err := pool.QueryRow(ctx, "SELECT array_agg(id ORDER BY id) FROM events_ms").Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[3 4]" || tableExists(t, pool, "events_ms_old") {
+		t.Fatalf("left %v (events_ms_old there: %v), want the rows on the cutoff and 1 ms after it", ids, tableExists(t, pool, "events_ms_old"))
+	}
+}

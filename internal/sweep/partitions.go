@@ -30,7 +30,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		pr.out.StopReason = wire.StopBatchError
 		return pr.out, fmt.Errorf("list partitions: %w", err)
 	}
-	cut := partition.Expired(parts, pr.cutoff)
+	cut := cutAt(parts, pr.kind, pr.cutoff)
 	for _, part := range cut.Expired {
 		if reason := pr.stop(maxBatches); reason != "" {
 			pr.out.StopReason = reason
@@ -90,6 +90,15 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	return total, nil
 }
 
+// cutAt divides parts at cutoff as an age column of kind k compares with it: the instant, or for
+// an integer of Unix time the cutoff in its unit.
+func cutAt(parts []partition.Partition, k statement.Kind, cutoff time.Time) partition.Cut {
+	if k.Epoch() {
+		return partition.ExpiredEpoch(parts, statement.EpochOf(k, cutoff))
+	}
+	return partition.Expired(parts, cutoff)
+}
+
 // unquoteQualified turns a name as partition.List writes it (schema.name, each part quoted
 // where needed) back into the bare form a Pass names a table by.
 func unquoteQualified(name string) string {
@@ -125,12 +134,12 @@ func unquoteQualified(name string) string {
 
 // dryRunPartitions lists the partitions a run would drop, with their row estimates, and counts
 // the boundary rows its batches would delete (exactly, under the count timeout).
-func (r *Runner) dryRunPartitions(ctx context.Context, p policy.Pass, cutoff time.Time, dp *wire.DryRunPass) error {
+func (r *Runner) dryRunPartitions(ctx context.Context, p policy.Pass, kind statement.Kind, cutoff time.Time, dp *wire.DryRunPass) error {
 	parts, err := partition.List(ctx, r.cfg.Pool, p.Table)
 	if err != nil {
 		return fmt.Errorf("list partitions: %w", err)
 	}
-	cut := partition.Expired(parts, cutoff)
+	cut := cutAt(parts, kind, cutoff)
 	dp.Partitions = []wire.DryRunPartition{}
 	for _, part := range cut.Expired {
 		dp.Partitions = append(dp.Partitions, wire.DryRunPartition{Name: part.Name, RowsEstimate: part.Rows})
@@ -142,7 +151,13 @@ func (r *Runner) dryRunPartitions(ctx context.Context, p policy.Pass, cutoff tim
 				return err
 			}
 			for _, part := range cut.Boundary() {
-				c, err := partition.CountBelow(ctx, tx, part, p.AgeColumn, cutoff)
+				count := func() (int64, error) { return partition.CountBelow(ctx, tx, part, p.AgeColumn, cutoff) }
+				if kind.Epoch() {
+					count = func() (int64, error) {
+						return partition.CountBelowEpoch(ctx, tx, part, p.AgeColumn, statement.EpochOf(kind, cutoff))
+					}
+				}
+				c, err := count()
 				if err != nil {
 					return err
 				}
