@@ -22,7 +22,8 @@ import (
 // default (cache_statement) prepares a named statement per query on each connection, which a
 // transaction pooler breaks (42P05, 26000); exec sends each query with its parameters in one
 // round trip through the unnamed statement, which every pooler passes. It costs the server a
-// parse per statement, which is small beside what a batch's delete costs.
+// parse per statement, which a prepared one would save; the plan it would not, since a batch
+// plans each execution anyway (plan_cache_mode=force_custom_plan).
 const DefaultQueryExecMode = pgx.QueryExecModeExec
 
 // execModeParam is the connection string parameter by which pgx takes a query mode; a string that
