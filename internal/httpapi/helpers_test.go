@@ -118,7 +118,7 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	u := dbtest.URL(t)
 	h := &harness{t: t, trace: &dbTrace{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 
-	cfg, err := pgxpool.ParseConfig(u)
+	cfg, err := dbpool.PoolConfig(u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,33 @@ func TestRuns(t *testing.T) {
 		}
 	})
 
+	// A run whose end the history cannot write: the answer says so, and so do the runs'
+	// unrecorded and the metric, until the history is writable again.
+	t.Run("a run the history could not record", func(t *testing.T) {
+		h.exec(`CREATE FUNCTION sweeprail.refuse_run() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'history is read-only today' USING ERRCODE = 'P0001'; END $$`)
+		h.exec(`CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON sweeprail.run FOR EACH ROW EXECUTE FUNCTION sweeprail.refuse_run()`)
+		a := h.signed(http.MethodPost, "/internal/sweep-outbox", "")
+		h.exec(`DROP TRIGGER refuse ON sweeprail.run`)
+		var res wire.Result
+		decode(t, a, &res)
+		if a.status != http.StatusOK || res.HistoryError == nil || res.HistoryError.Code != "P0001" {
+			t.Fatalf("%d %s, want 200 with historyError P0001", a.status, a.body)
+		}
+		var got wire.History
+		decode(t, h.signed(http.MethodGet, "/internal/runs?sweep=outbox", ""), &got)
+		if len(got.Unrecorded) != 1 || got.Unrecorded[0].RunID != res.RunID || got.Unrecorded[0].Sweep != "outbox" {
+			t.Fatalf("unrecorded %+v, want run %s", got.Unrecorded, res.RunID)
+		}
+		decode(t, h.signed(http.MethodGet, "/internal/runs?sweep=notifications", ""), &got)
+		if len(got.Unrecorded) != 0 {
+			t.Errorf("notifications' unrecorded %+v, want none", got.Unrecorded)
+		}
+		if n := h.metric("sweeprail_history_write_failures_total", map[string]string{"sweep": "outbox"}); n != 1 {
+			t.Errorf("sweeprail_history_write_failures_total{sweep=outbox} = %v, want 1", n)
+		}
+	})
+
 	t.Run("filtered by sweep and limited", func(t *testing.T) {
 		var got wire.History
 		decode(t, h.signed(http.MethodGet, "/internal/runs?limit=1&sweep=notifications", ""), &got)
