@@ -43,7 +43,8 @@ func TestPartitionsMode(t *testing.T) {
 		pool := dbtest.Pool(t)
 		if count(t, pool, "SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_partman'") == 0 {
 			msg := "pg_partman is not installed on the test server: run scripts/pg ensure-ext partman"
-			if os.Getenv("CI") == "true" {
+			// Only Debian's 15 has it in CI; make test-matrix's other versions skip.
+			if v := os.Getenv("PG_VERSION"); os.Getenv("CI") == "true" && (v == "" || v == "15") {
 				t.Fatal(msg)
 			}
 			t.Skip(msg)

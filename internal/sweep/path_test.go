@@ -132,8 +132,11 @@ func TestAccessPath(t *testing.T) {
 		if _, err := deleter.Exec(ctx, "DELETE FROM notifications WHERE body LIKE 'old %' AND id % 2 = 0"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := deleter.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-			t.Fatal(err)
+		// PostgreSQL 14 has no such call: its statistics collector hears within half a second.
+		if count(t, pool, "SELECT current_setting('server_version_num')::int") >= 150000 {
+			if _, err := deleter.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		deadline := time.Now().Add(15 * time.Second)
 		for count(t, pool, "SELECT pg_stat_get_mod_since_analyze('notifications'::regclass)") < 900 {
