@@ -60,6 +60,12 @@ func (c *checker) archive(ctx context.Context, sweep string, p policy.Pass, cuto
 		c.fail(sweep, p.Name, "archive_to", "archive_to %q is the swept table itself: name another table", p.ArchiveTo)
 		return nil
 	}
+	if refused, err := c.archivePlace(ctx, sweep, p, oid); err != nil || refused {
+		return err
+	}
+	if err := c.archiveSideEffects(ctx, sweep, p, oid); err != nil {
+		return err
+	}
 	archCols, err := c.columns(ctx, oid)
 	if err != nil {
 		return fmt.Errorf("read columns of %q: %w", p.ArchiveTo, err)
@@ -147,7 +153,11 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denie
 		return nil
 	}
 	if kind == "f" {
-		return c.remoteArchive(ctx, sweep, p, names)
+		before := len(c.errs) + len(c.warnings)
+		if err := c.remoteArchive(ctx, sweep, p, names); err != nil || len(c.errs)+len(c.warnings) > before {
+			return err
+		}
+		return c.remoteInsert(ctx, sweep, p, names)
 	}
 	return nil
 }

@@ -26,3 +26,31 @@ func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) e
 	}
 	return nil
 }
+
+// prepareArchive refuses an archive that is the swept table, reads the swept table's columns and
+// writes the run's archive statements with them (statement/archive.go): a list read per run, so
+// that a column added to both tables by a migration is archived from the next run on, without a
+// restart.
+func (pr *passRun) prepareArchive() error {
+	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	if err := refuseSelfArchive(ctx, pr.r.cfg.Pool, pr.p); err != nil {
+		return err
+	}
+	cols, err := statement.ReadColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
+	if err != nil {
+		return err
+	}
+	st := statement.BuildArchive(pr.p, pr.kind, cols)
+	pr.arch = &st
+	return nil
+}
+
+// archived is how many of a batch's n deleted rows it archived: all of them, or none for a pass
+// without archive_to.
+func (pr *passRun) archived(n int64) int64 {
+	if pr.arch == nil {
+		return 0
+	}
+	return n
+}

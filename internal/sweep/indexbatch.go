@@ -39,14 +39,17 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 			return batchResult{}, err
 		}
 		b.more = b.n >= int64(pr.limit)
-		return b, nil
+		return b, pr.proveArchive(b)
 	case end != nil:
 		b, err = pr.rangeBatch(ctx, tx, form.Range, form.RangeCapped, pr.st.RangeBare, lock, from, end)
 		b.more, b.newest = true, end
 	default:
 		b, err = pr.rangeBatch(ctx, tx, form.Tail, form.TailCapped, pr.st.TailBare, lock, from)
 	}
-	return b, err
+	if err != nil {
+		return b, err
+	}
+	return b, pr.proveArchive(b)
 }
 
 // rangeBatch runs an index-path batch over a range of ages (ages: its first and, unless it is

@@ -68,6 +68,8 @@ type batchResult struct {
 	blocks uint32
 	// retried says the batch's first attempt met a held row lock and it ran again, locking.
 	retried bool
+	// archived is the rows the archive reported taking, for a pass with archive_to.
+	archived int64
 }
 
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the
@@ -365,6 +367,9 @@ func (pr *passRun) batchForm(lock bool) statement.Batch {
 // then each delete_with child's rows.
 func (pr *passRun) answer(b *batchResult) []any {
 	dest := []any{&b.n, &b.newest}
+	if pr.arch != nil {
+		return append(dest, &b.archived)
+	}
 	for i := range pr.children {
 		dest = append(dest, &pr.children[i])
 	}
@@ -392,7 +397,7 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lo
 		return batchResult{}, err
 	}
 	b.newest = nil
-	return b, nil
+	return b, pr.proveArchive(b)
 }
 
 // modeBatch runs one batch of a single-mode pass (every eligible row, one statement) or of a
@@ -401,18 +406,17 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 	if pr.p.Mode == policy.ModeSingle {
 		// An archiving pass has no delete_with (validatePass refuses the two together), so its
 		// statements answer no children's counts.
-		query := pr.st.Single
+		query, dest := pr.st.Single, []any{&b.n}
 		if pr.arch != nil {
-			query = pr.arch.Single
+			query, dest = pr.arch.Single, append(dest, &b.archived)
 		}
-		dest := []any{&b.n}
 		for i := range pr.children {
 			dest = append(dest, &pr.children[i])
 		}
 		if err := tx.QueryRow(ctx, query, pr.cutoff).Scan(dest...); err != nil {
 			return batchResult{}, err
 		}
-		return b, nil
+		return b, pr.proveArchive(b)
 	}
 	rows, err := tx.Query(ctx, pr.st.PerRow, pr.cutoff)
 	if err != nil {
@@ -436,34 +440,6 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 	}
 	b.more = processed > 0
 	return b, nil
-}
-
-// prepareArchive refuses an archive that is the swept table, reads the swept table's columns and
-// writes the run's archive statements with them (statement/archive.go): a list read per run, so
-// that a column added to both tables by a migration is archived from the next run on, without a
-// restart.
-func (pr *passRun) prepareArchive() error {
-	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
-	defer cancel()
-	if err := refuseSelfArchive(ctx, pr.r.cfg.Pool, pr.p); err != nil {
-		return err
-	}
-	cols, err := statement.ReadColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
-	if err != nil {
-		return err
-	}
-	st := statement.BuildArchive(pr.p, pr.kind, cols)
-	pr.arch = &st
-	return nil
-}
-
-// archived is how many of a batch's n deleted rows it archived: all of them, or none for a pass
-// without archive_to.
-func (pr *passRun) archived(n int64) int64 {
-	if pr.arch == nil {
-		return 0
-	}
-	return n
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }

@@ -351,7 +351,10 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 	info := &wire.ErrorInfo{Code: "internal", Message: err.Error(), Pass: pass}
 	var pgErr *pgconn.PgError
 	var netErr net.Error
+	var short *ArchiveShortError
 	switch {
+	case errors.As(err, &short):
+		info.Code = ArchiveShortCode
 	case errors.As(err, &pgErr):
 		info.Code = pgErr.Code
 	case errors.Is(err, context.DeadlineExceeded):

@@ -22,8 +22,9 @@ WITH deleted AS (
   DELETE FROM "audit"."log" AS t WHERE t."occurred_at" >= $2 AND t."occurred_at" < $3 AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
@@ -31,8 +32,9 @@ WITH deleted AS (
   DELETE FROM "audit"."log" AS t WHERE t."occurred_at" >= $2 AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
@@ -43,8 +45,9 @@ WITH deleted AS (
      AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
@@ -52,8 +55,9 @@ WITH deleted AS (
   DELETE FROM "audit"."log" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch retried after a held row lock, skipping held rows, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
@@ -63,8 +67,9 @@ WITH deleted AS (
      AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch retried after a held row lock, skipping held rows, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
@@ -74,8 +79,9 @@ WITH deleted AS (
      AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
@@ -86,8 +92,9 @@ WITH deleted AS (
      AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- batch retried after a held row lock, skipping held rows, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
@@ -97,8 +104,9 @@ WITH deleted AS (
      AND (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds')
   RETURNING t.*),
 archived AS (
-  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-SELECT count(*), max(deleted."occurred_at") FROM deleted;
+  INSERT INTO "cold"."audit_log" ("id", "occurred_at", "bucket", "payload") OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted
+  RETURNING 1)
+SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
