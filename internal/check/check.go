@@ -145,6 +145,9 @@ func (c *checker) pass(ctx context.Context, sweep string, p policy.Pass, cutoff 
 	if err := c.foreignKeys(ctx, sweep, p); err != nil {
 		return err
 	}
+	if err := c.deleteWith(ctx, sweep, p); err != nil {
+		return err
+	}
 	if err := c.cascades(ctx, sweep, p); err != nil {
 		return err
 	}

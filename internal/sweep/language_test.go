@@ -436,13 +436,15 @@ func TestDeleteWith(t *testing.T) {
 				refusal("receipts", "RESTRICT", " (keep guard 1 references legacy_id, but the key points at id)")},
 			{"a delete_with child", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id}\n" +
 				"        delete_with:\n          - {table: deliveries, column: event_id, references: legacy_id}\n",
-				refusal("deliveries", "NO ACTION", " (delete_with 1 references legacy_id, but the key points at id)")},
+				refusal("deliveries", "NO ACTION", " (delete_with 1 references legacy_id, but the key points at id)") + "\n" +
+					`p.yaml:12: pass "terminal" of sweep "events": delete_with deliveries.event_id = events.legacy_id is no child of "events": no foreign key of deliveries (event_id) references events (legacy_id), nor the other way, so nothing says its rows belong to the deleted ones; add the foreign key, or remove the entry`},
 			{"a keep guard on another child column", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id}\n" +
 				"          - {table: deliveries, column: legacy_event_id}\n",
 				refusal("deliveries", "NO ACTION", "")},
 			{"a delete_with child on another child column", "        keep_while_referenced_by:\n          - {table: receipts, column: event_id}\n" +
 				"        delete_with:\n          - {table: deliveries, column: legacy_event_id}\n",
-				refusal("deliveries", "NO ACTION", "")},
+				refusal("deliveries", "NO ACTION", "") + "\n" +
+					`p.yaml:12: pass "terminal" of sweep "events": delete_with deliveries.legacy_event_id = events.id is no child of "events": no foreign key of deliveries (legacy_event_id) references events (id), nor the other way, so nothing says its rows belong to the deleted ones; add the foreign key, or remove the entry`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := checkYAML(t, pool, family(tc.extra))
