@@ -71,3 +71,26 @@ func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) err
 	}
 	return nil
 }
+
+// deleteTriggers lists, as a warning, the user triggers that fire on DELETE on the tables the
+// pass's statement deletes from: they run for every row it deletes (a BEFORE trigger returning
+// NULL keeps the row, and the batch counts it as kept), and may write elsewhere. Not refused:
+// the schema's owners put them there; the operator should see them.
+func (c *checker) deleteTriggers(ctx context.Context, sweep string, p policy.Pass) error {
+	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {
+		return nil
+	}
+	tables := []string{p.Table}
+	for _, ch := range p.DeleteWith {
+		tables = append(tables, ch.Table)
+	}
+	triggers, err := statement.ReadDeleteTriggers(ctx, c.pool, tables)
+	if err != nil {
+		return err
+	}
+	if len(triggers) > 0 {
+		c.warnings = append(c.warnings, c.problem(sweep, p.Name, "", "the pass's deletes fire triggers %s: each runs for every row deleted, in the batch's transaction",
+			strings.Join(triggers, ", ")).Error())
+	}
+	return nil
+}

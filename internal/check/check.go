@@ -151,6 +151,9 @@ func (c *checker) pass(ctx context.Context, sweep string, p policy.Pass, cutoff 
 	if err := c.cascades(ctx, sweep, p); err != nil {
 		return err
 	}
+	if err := c.deleteTriggers(ctx, sweep, p); err != nil {
+		return err
+	}
 	for _, step := range []func(context.Context, string, policy.Pass, time.Time) error{c.partitions, c.compile, c.indexes, c.archive} {
 		before := len(c.errs)
 		if err := step(ctx, sweep, p, cutoff); err != nil || len(c.errs) > before {

@@ -191,3 +191,13 @@ func cascadeRows(tables []string, counts []int64) []wire.CascadeRows {
 	}
 	return out
 }
+
+// deleteTriggers lists the user DELETE triggers of the tables pass p's statement deletes from,
+// for the dry run to show.
+func (r *Runner) deleteTriggers(ctx context.Context, p policy.Pass) ([]string, error) {
+	tables := []string{p.Table}
+	for _, c := range p.DeleteWith {
+		tables = append(tables, c.Table)
+	}
+	return statement.ReadDeleteTriggers(ctx, r.cfg.Pool, tables)
+}

@@ -230,3 +230,31 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 	t.Fatalf("no %s%v", name, labels)
 	return 0
 }
+
+// TestDeleteTriggersShown checks that the policy check and the dry run list the user triggers
+// that fire on DELETE on a swept table: not refused, shown.
+func TestDeleteTriggersShown(t *testing.T) {
+	t.Parallel()
+	pool := cascadePool(t)
+	exec(t, pool, `CREATE FUNCTION note_gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN OLD; END $$;
+CREATE TRIGGER note_gone AFTER DELETE ON applications FOR EACH ROW EXECUTE FUNCTION note_gone();
+CREATE TRIGGER on_insert AFTER INSERT ON applications FOR EACH ROW EXECUTE FUNCTION note_gone()`)
+	yaml := policyYAML(passYAML("applications", "last_used_at", "cascades: [access_tokens, app_sessions, app_audit]"))
+	warnings, err := checkYAML(t, pool, yaml)
+	const want = "applications.note_gone (AFTER DELETE, note_gone)"
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], `p.yaml:4: pass "p" of sweep "s": the pass's deletes fire triggers `+want+": each runs for every row deleted") {
+		t.Errorf("check: %v, warnings %q; want the trigger %s listed", err, warnings, want)
+	}
+	pol, err := policy.Load("p.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings()})
+	dry, err := r.DryRun(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dry.Passes[0].Triggers; len(got) != 1 || got[0] != want {
+		t.Errorf("dry run triggers %q, want [%s]", got, want)
+	}
+}

@@ -61,6 +61,9 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 		}
 		dp.CascadesUncounted = len(p.Cascades) > 0 && cascades == 0
+		if dp.Triggers, err = r.deleteTriggers(ctx, p); err != nil {
+			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
+		}
 		counts, err := r.count(ctx, query, cutoff, 1+len(p.DeleteWith)+2*cascades)
 		switch {
 		case isQueryCanceled(err):

@@ -192,6 +192,9 @@ type DryRunPass struct {
 	// CascadesUncounted says the pass's keys form a cycle (a table's key onto itself), which
 	// the dry run's one statement cannot follow: a run still counts what they delete.
 	CascadesUncounted bool `json:"cascadesUncounted,omitempty"`
+	// Triggers are the user triggers that fire on DELETE on the tables the pass's statement
+	// deletes from ("table.trigger (AFTER DELETE, function)"): they run for every row deleted.
+	Triggers []string `json:"triggers,omitempty"`
 	// Path is the access path a run would take now, as PassResult.Path.
 	Path string `json:"path"`
 	// Partitions lists, for a partitions-mode pass, the partitions a run would drop; Eligible and
