@@ -88,7 +88,7 @@ func historyPasses(res *wire.Result, tables map[string]string, sizes map[string]
 	for _, p := range res.Passes {
 		h := wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, Archived: p.Archived,
 			PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason, Path: p.Path,
-			Children: p.Children, Cascades: p.Cascades,
+			Children: p.Children, Cascades: p.Cascades, Recovered: p.Recovered,
 			Processed: p.Processed, CutoffEpoch: p.CutoffEpoch, AgeUnit: p.AgeUnit, DurationMs: p.DurationMs}
 		if !p.Cutoff.IsZero() {
 			cutoff := p.Cutoff

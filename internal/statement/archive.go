@@ -40,7 +40,8 @@ import (
 // should the API's database crash there, or the remote's answer to its COMMIT be lost, the rows
 // stay in the swept table although the archive holds them, and the next run would archive them
 // again. An archive with the swept table's primary key refuses that second copy (SQLSTATE
-// 23505, batch-error) instead of keeping it; docs/POLICY.md says what to do then. Batches of an
+// 23505) instead of keeping it, and the batch heals (BuildHeal, package sweep's archiveproof.go):
+// run again skipping the rows the archive holds, which are compared with its copies. Batches of an
 // archiving pass commit synchronously: with synchronous_commit off, a crash could lose a local
 // commit after the remote one was durable, undoing the delete of rows the archive keeps.
 
@@ -64,6 +65,37 @@ func BuildArchive(p policy.Pass, k Kind, columns []string) Archive {
 		Unlocked: batches(v, false, wrap),
 		Locked:   batches(v, true, wrap),
 		Single:   render("archive-single", wrapper{pass: v, Insert: insert}),
+	}
+}
+
+// Heal is the statements of an archiving pass that heal a foreign archive's crash window: the
+// batches again, skipping the rows the archive holds already and answering them, and the read
+// of the archive's copies to compare them with.
+type Heal struct {
+	Unlocked, Locked Batch
+	Single           string
+	// Held reads the archive's copies of keys $1, each as its key and its row as text.
+	Held string
+}
+
+// BuildHeal renders pass p's healing statements, as BuildArchive, for a swept table whose
+// primary key is the one column key, of SQL type keyType.
+func BuildHeal(p policy.Pass, k Kind, columns []string, key, keyType string) Heal {
+	v := newPass(p, k)
+	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
+	type healing struct {
+		wrapper
+		Key string
+	}
+	wrap := func(d deletion) string {
+		return render("archive-heal-batch", healing{wrapper{pass: v, Delete: deletionSQL(d), Insert: insert}, ident(key)})
+	}
+	return Heal{
+		Unlocked: batches(v, false, wrap),
+		Locked:   batches(v, true, wrap),
+		Single:   render("archive-heal-single", healing{wrapper{pass: v, Insert: insert}, ident(key)}),
+		Held: render("archive-held", struct{ Key, Columns, Archive, KeyType string }{
+			ident(key), ColumnList("a", columns), QuoteName(p.ArchiveTo), keyType}),
 	}
 }
 

@@ -90,6 +90,36 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s differs at line %d:\n golden: %s\n    got: %s", path, line+1, lineAt(string(golden), line), lineAt(got, line))
 		}
 	})
+	// A healing batch of the archiving pass (statement/archive.go), in its first index form, and
+	// the read of the archive's copies it compares.
+	want = append(want, "audit-log.operational.heal.sql")
+	t.Run("audit-log.operational.heal.sql", func(t *testing.T) {
+		t.Parallel()
+		var p policy.Pass
+		for _, s := range pol.Specs {
+			for _, ps := range s.Passes {
+				if ps.ArchiveTo != "" {
+					p = ps
+				}
+			}
+		}
+		h := BuildHeal(p, Instant, goldenColumns, "id", "bigint")
+		got := "-- batch healing the archive's crash window, index path, first\n--   " + paramBatch + "\n" + h.Unlocked.Index +
+			";\n\n-- the archive's copies of the rows it held\n--   $1 their keys\n" + h.Held + ";\n"
+		path := filepath.Join("testdata", "golden", "audit-log.operational.heal.sql")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (go test ./internal/statement -update writes it)", err)
+		}
+		if line, ok := firstDifference(string(golden), got); !ok {
+			t.Errorf("%s differs at line %d:\n golden: %s\n    got: %s", path, line+1, lineAt(string(golden), line), lineAt(got, line))
+		}
+	})
 	t.Run("no stale golden files", func(t *testing.T) {
 		t.Parallel()
 		entries, err := os.ReadDir(filepath.Join("testdata", "golden"))

@@ -43,14 +43,14 @@ func (pr *passRun) prepareArchive() error {
 	}
 	st := statement.BuildArchive(pr.p, pr.kind, cols)
 	pr.arch = &st
-	return nil
+	return pr.prepareHeal(ctx, cols)
 }
 
-// archived is how many of a batch's n deleted rows it archived: all of them, or none for a pass
-// without archive_to.
-func (pr *passRun) archived(n int64) int64 {
+// archived is how many of batch b's deleted rows it archived: all of them but those a healing
+// batch recovered (proven), or none for a pass without archive_to.
+func (pr *passRun) archived(b batchResult) int64 {
 	if pr.arch == nil {
 		return 0
 	}
-	return n
+	return b.n - b.recovered
 }

@@ -1,10 +1,26 @@
 package sweep
 
-import "fmt"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 
-// ArchiveShortCode is the answer's error code for a batch whose archive took fewer rows than it
-// deleted.
-const ArchiveShortCode = "archive-short"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sweeprail/sweeprail/internal/statement"
+)
+
+// The answer's error codes for a batch whose archive did not take its rows: fewer than it
+// deleted (short), or rows of the same key that differ from the swept ones (differs).
+const (
+	ArchiveShortCode   = "archive-short"
+	ArchiveDiffersCode = "archive-differs"
+)
+
+// sqlstateUniqueViolation is what an archive raises for a key it holds already.
+const sqlstateUniqueViolation = "23505"
 
 // ArchiveShortError is a batch whose archive insert reported fewer rows than the delete removed:
 // a trigger that returns NULL, a rule, or a foreign table whose remote side discards rows. The
@@ -19,12 +35,112 @@ func (e *ArchiveShortError) Error() string {
 		e.Archive, e.Archived, e.Deleted)
 }
 
-// proveArchive refuses a batch of an archiving pass unless its archive took every row it
-// deleted, as the archive insert's RETURNING counted them in the same statement. The error
-// rolls the batch back (inTx commits only when the batch returns none).
-func (pr *passRun) proveArchive(b batchResult) error {
-	if pr.arch == nil || b.archived == b.n {
+// ArchiveDiffersError is a healing batch that met rows the archive holds under the same key but
+// with other values: which copy is right is not sweeprail's to guess, so the batch rolls back and
+// the run stops, naming the keys, until an operator removes one of the two.
+type ArchiveDiffersError struct {
+	Archive, Table, Key string
+	Values              []string
+}
+
+func (e *ArchiveDiffersError) Error() string {
+	keys := make([]string, len(e.Values))
+	for i, v := range e.Values {
+		keys[i] = fmt.Sprintf("Key (%s)=(%s)", e.Key, v)
+	}
+	return fmt.Sprintf("archive %q holds rows of %q under the same key as rows the batch would archive, with other values: %s; rolled back, nothing deleted: compare the two copies, and delete the one you do not keep",
+		e.Archive, e.Table, strings.Join(keys, ", "))
+}
+
+// A foreign archive's crash window: should the API's database crash between the cold server's
+// commit and its own (postgres_fdw has no two-phase commit), the rows stay in the swept table
+// although the archive holds them, and the next batch meeting them fails with 23505 on the
+// archive's key. The batch is then run once more, healing: its insert skips the rows the archive
+// holds (ON CONFLICT DO NOTHING) and answers them, and before it commits they are compared,
+// whole, with the archive's copies. Identical ones are the crash's: deleted from the swept
+// table with the rest of the batch, and counted as recovered. Any that differ stop the batch
+// (ArchiveDiffersError). Healing needs the swept table's primary key of one column, which the
+// archive must hold as its key too; without one, the 23505 stands.
+
+// prepareHeal reads the swept table's primary key and writes the run's healing statements with
+// it, when it is one column.
+func (pr *passRun) prepareHeal(ctx context.Context, cols []string) error {
+	var key, keyType []string
+	err := pr.r.cfg.Pool.QueryRow(ctx, `
+SELECT coalesce(array_agg(a.attname::text ORDER BY k.i), '{}'), coalesce(array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY k.i), '{}')
+FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(n, i)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n
+WHERE i.indrelid = to_regclass($1) AND i.indisprimary`, statement.QuoteName(pr.p.Table)).Scan(&key, &keyType)
+	if err != nil {
+		return fmt.Errorf("read the primary key of %q: %w", pr.p.Table, err)
+	}
+	if len(key) != 1 {
 		return nil
 	}
-	return &ArchiveShortError{Archive: pr.p.ArchiveTo, Deleted: b.n, Archived: b.archived}
+	h := statement.BuildHeal(pr.p, pr.kind, cols, key[0], keyType[0])
+	pr.heal, pr.healKey = &h, key[0]
+	return nil
+}
+
+// archiveAnswer is where an archiving batch statement's answer goes after the rows deleted (and
+// the newest age): the rows archived, and for a healing batch the rows the archive held.
+func (pr *passRun) archiveAnswer(b *batchResult) []any {
+	if pr.healing {
+		return []any{&b.archived, &b.heldKeys, &b.heldRows}
+	}
+	return []any{&b.archived}
+}
+
+// healed runs the batch once more, healing, when err is the archive refusing a key it holds
+// already; otherwise it returns err.
+func (pr *passRun) healed(err error, again func() error) error {
+	var pgErr *pgconn.PgError
+	if err == nil || pr.heal == nil || pr.healing || !errors.As(err, &pgErr) || pgErr.Code != sqlstateUniqueViolation {
+		return err
+	}
+	pr.log.Info("sweep batch met rows its archive holds already: healing", "pass", pr.p.Name, "archive", pr.p.ArchiveTo, "err", err)
+	pr.healing = true
+	defer func() { pr.healing = false }()
+	return again()
+}
+
+// proven returns b, or the error that rolls it back: an archiving batch must have moved every row
+// it deleted, to the archive now or (healing) in a commit before, identical.
+func (pr *passRun) proven(ctx context.Context, tx pgx.Tx, b batchResult) (batchResult, error) {
+	if pr.arch == nil {
+		return b, nil
+	}
+	if pr.healing && len(b.heldKeys) > 0 {
+		copies := map[string]string{}
+		rows, err := tx.Query(ctx, pr.heal.Held, b.heldKeys)
+		if err != nil {
+			return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
+		}
+		for rows.Next() {
+			var k, row string
+			if err := rows.Scan(&k, &row); err != nil {
+				rows.Close()
+				return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
+			}
+			copies[k] = row
+		}
+		if err := rows.Err(); err != nil {
+			return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
+		}
+		var differ []string
+		for i, k := range b.heldKeys {
+			if row, ok := copies[k]; ok && row == b.heldRows[i] {
+				b.recovered++
+			} else {
+				differ = append(differ, k)
+			}
+		}
+		if len(differ) > 0 {
+			return batchResult{}, &ArchiveDiffersError{Archive: pr.p.ArchiveTo, Table: pr.p.Table, Key: pr.healKey, Values: differ}
+		}
+	}
+	if b.archived+b.recovered != b.n {
+		return batchResult{}, &ArchiveShortError{Archive: pr.p.ArchiveTo, Deleted: b.n, Archived: b.archived}
+	}
+	return b, nil
 }

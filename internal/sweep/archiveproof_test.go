@@ -164,3 +164,74 @@ CREATE RULE log_too AS ON INSERT TO archive.rules DO ALSO NOTIFY archived`)
 		}
 	})
 }
+
+// TestArchiveHeal makes the crash window between a foreign archive's commit and the local one:
+// rows in the archive already, still in the swept table. The next run finds them identical,
+// deletes them and counts them as recovered; a copy that differs stops the batch naming its key.
+func TestArchiveHeal(t *testing.T) {
+	t.Parallel()
+	const columns = "id, actor_account_id, action, retention_bucket, details, occurred_at"
+	for _, tc := range []struct {
+		name    string
+		foreign bool
+		mode    policy.Mode
+	}{
+		{"local, batched", false, policy.ModeBatched},
+		{"local, single", false, policy.ModeSingle},
+		{"foreign, batched", true, policy.ModeBatched},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			at := dbNow(t, pool)
+			seedAudit(t, pool, at, 40, 5)
+			archive := "archive.audit_log"
+			if tc.foreign {
+				coldSetup(t, pool)
+				archive = coldArchiveName
+			} else {
+				exec(t, pool, localArchive)
+			}
+			// The crash window: the oldest six eligible rows reached the archive, and the local
+			// commit that deleted them was lost.
+			exec(t, pool, `INSERT INTO `+archive+` (`+columns+`) OVERRIDING SYSTEM VALUE SELECT `+columns+` FROM audit_log
+				WHERE retention_bucket = 'operational' AND action LIKE 'old %' ORDER BY occurred_at LIMIT 6`)
+			if tc.foreign {
+				exec(t, pool, `INSERT INTO `+archive+` (`+columns+`) SELECT `+columns+` FROM audit_log WHERE false`)
+			}
+			o := newAuditOracle(t, pool, at)
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{auditArchiveSpec(tc.mode, archive)}, Settings: fixed(settings(), 10), AsOf: fixedAsOf(at)})
+			res, err := r.Run(ctx, "audit-archive", sweep.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Error != nil || res.Passes[0].Recovered != 6 || res.Deleted != 40 || res.Archived != 34 {
+				t.Fatalf("run %+v (error %+v): want 40 deleted, 34 archived, 6 recovered", res, res.Error)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM audit_log WHERE action LIKE 'old %'`); n != 0 {
+				t.Errorf("%d old rows left in audit_log", n)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM `+archive); n != int64(len(o.eligible)) {
+				t.Errorf("the archive holds %d rows, want the %d eligible, each once", n, len(o.eligible))
+			}
+
+			// A copy that differs from the swept row: the batch stops, naming the key.
+			exec(t, pool, `INSERT INTO audit_log (actor_account_id, action, retention_bucket, details, occurred_at)
+				VALUES (NULL, 'late', 'operational', '{}', $1::timestamptz - interval '100 days')`, at)
+			id := count(t, pool, `SELECT id FROM audit_log WHERE action = 'late'`)
+			exec(t, pool, `INSERT INTO `+archive+` (`+columns+`) OVERRIDING SYSTEM VALUE SELECT id, actor_account_id, 'changed', retention_bucket, details, occurred_at
+				FROM audit_log WHERE action = 'late'`)
+			res, err = r.Run(ctx, "audit-archive", sweep.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Failed() || res.Error == nil || res.Error.Code != sweep.ArchiveDiffersCode ||
+				!strings.Contains(res.Error.Message, fmt.Sprintf("Key (id)=(%d)", id)) {
+				t.Fatalf("run %+v (error %+v): want batch-error %s naming Key (id)=(%d)", res, res.Error, sweep.ArchiveDiffersCode, id)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM audit_log WHERE action = 'late'`); n != 1 {
+				t.Errorf("the row whose copy differs is gone from audit_log")
+			}
+		})
+	}
+}

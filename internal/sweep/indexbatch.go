@@ -39,7 +39,7 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 			return batchResult{}, err
 		}
 		b.more = b.n >= int64(pr.limit)
-		return b, pr.proveArchive(b)
+		return pr.proven(ctx, tx, b)
 	case end != nil:
 		b, err = pr.rangeBatch(ctx, tx, form.Range, form.RangeCapped, pr.st.RangeBare, lock, from, end)
 		b.more, b.newest = true, end
@@ -49,7 +49,7 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 	if err != nil {
 		return b, err
 	}
-	return b, pr.proveArchive(b)
+	return pr.proven(ctx, tx, b)
 }
 
 // rangeBatch runs an index-path batch over a range of ages (ages: its first and, unless it is

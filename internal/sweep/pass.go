@@ -39,6 +39,11 @@ type passRun struct {
 	out wire.PassResult
 	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
 	arch *statement.Archive
+	// heal are the statements that heal the archive's crash window, for an archive pass whose
+	// table has a primary key of one column; healing says a batch runs them.
+	heal    *statement.Heal
+	healing bool
+	healKey string
 	// path is the pass's access path, chosen at its start (batched passes) or its mode's.
 	path Path
 	// size is the next batch's size in rows, adapted after each full batch (on the heap path,
@@ -68,8 +73,11 @@ type batchResult struct {
 	blocks uint32
 	// retried says the batch's first attempt met a held row lock and it ran again, locking.
 	retried bool
-	// archived is the rows the archive reported taking, for a pass with archive_to.
-	archived int64
+	// archived is the rows the archive reported taking, for a pass with archive_to; recovered
+	// the rows a healing batch found there already, identical (archiveheal.go).
+	archived, recovered int64
+	// heldKeys and heldRows are the rows a healing batch found in the archive, as text.
+	heldKeys, heldRows []string
 }
 
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the
@@ -134,7 +142,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.path), pr.limit)
 		b, err := pr.batch()
 		took := pr.r.cfg.Now().Sub(began)
-		span.End(trace.Result{Rows: b.n, Archived: pr.archived(b.n), Duration: took, Err: err})
+		span.End(trace.Result{Rows: b.n, Archived: pr.archived(b), Duration: took, Err: err})
 		pr.out.BatchCount++
 		if b.retried {
 			pr.out.LockRetries++
@@ -143,7 +151,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		// Each batch's size and duration, at debug level: the metric's histogram only buckets
 		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
 		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.path, "size", pr.limit,
-			"blocks", b.blocks, "deleted", b.n, "archived", pr.archived(b.n), "took_ms", float64(took.Microseconds())/1000,
+			"blocks", b.blocks, "deleted", b.n, "archived", pr.archived(b), "took_ms", float64(took.Microseconds())/1000,
 			"retried", b.retried, "failed", err != nil)
 		if err != nil {
 			pr.out.StopReason = wire.StopBatchError
@@ -154,11 +162,12 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		} else {
 			pr.out.Deleted += b.n
 		}
+		pr.out.Recovered += b.recovered
 		for i, c := range pr.children {
 			pr.out.Children[i].Rows += c
 		}
 		pr.countRows(b.n)
-		if a := pr.archived(b.n); a > 0 {
+		if a := pr.archived(b); a > 0 {
 			pr.out.Archived += a
 			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
 		}
@@ -268,10 +277,13 @@ func (pr *passRun) batch() (batchResult, error) {
 	case PathHeap, PathIndex:
 	default:
 		var b batchResult
-		err := pr.inTx(pr.r.cfg.Settings.LockTimeout, false, func(ctx context.Context, tx pgx.Tx) (err error) {
-			b, err = pr.modeBatch(ctx, tx)
-			return err
-		})
+		attempt := func() error {
+			return pr.inTx(pr.r.cfg.Settings.LockTimeout, false, func(ctx context.Context, tx pgx.Tx) (err error) {
+				b, err = pr.modeBatch(ctx, tx)
+				return err
+			})
+		}
+		err := pr.healed(attempt(), attempt)
 		return b, err
 	}
 	s := pr.r.cfg.Settings
@@ -297,6 +309,12 @@ func (pr *passRun) batch() (batchResult, error) {
 		b, err = attempt(s.LockTimeout, true)
 		b.retried = true
 	}
+	retried := b.retried
+	err = pr.healed(err, func() (err error) {
+		b, err = attempt(s.LockTimeout, retried || pr.r.cfg.alwaysLock)
+		return err
+	})
+	b.retried = b.retried || retried
 	return b, err
 }
 
@@ -353,6 +371,10 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 // the rows for a pass that archives.
 func (pr *passRun) batchForm(lock bool) statement.Batch {
 	switch {
+	case pr.healing && lock:
+		return pr.heal.Locked
+	case pr.healing:
+		return pr.heal.Unlocked
 	case pr.arch != nil && lock:
 		return pr.arch.Locked
 	case pr.arch != nil:
@@ -368,7 +390,7 @@ func (pr *passRun) batchForm(lock bool) statement.Batch {
 func (pr *passRun) answer(b *batchResult) []any {
 	dest := []any{&b.n, &b.newest}
 	if pr.arch != nil {
-		return append(dest, &b.archived)
+		return append(dest, pr.archiveAnswer(b)...)
 	}
 	for i := range pr.children {
 		dest = append(dest, &pr.children[i])
@@ -397,7 +419,7 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lo
 		return batchResult{}, err
 	}
 	b.newest = nil
-	return b, pr.proveArchive(b)
+	return pr.proven(ctx, tx, b)
 }
 
 // modeBatch runs one batch of a single-mode pass (every eligible row, one statement) or of a
@@ -408,7 +430,10 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 		// statements answer no children's counts.
 		query, dest := pr.st.Single, []any{&b.n}
 		if pr.arch != nil {
-			query, dest = pr.arch.Single, append(dest, &b.archived)
+			query, dest = pr.arch.Single, append(dest, pr.archiveAnswer(&b)...)
+		}
+		if pr.healing {
+			query = pr.heal.Single
 		}
 		for i := range pr.children {
 			dest = append(dest, &pr.children[i])
@@ -416,7 +441,7 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 		if err := tx.QueryRow(ctx, query, pr.cutoff).Scan(dest...); err != nil {
 			return batchResult{}, err
 		}
-		return b, pr.proveArchive(b)
+		return pr.proven(ctx, tx, b)
 	}
 	rows, err := tx.Query(ctx, pr.st.PerRow, pr.cutoff)
 	if err != nil {

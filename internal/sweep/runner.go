@@ -352,9 +352,12 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 	var pgErr *pgconn.PgError
 	var netErr net.Error
 	var short *ArchiveShortError
+	var differs *ArchiveDiffersError
 	switch {
 	case errors.As(err, &short):
 		info.Code = ArchiveShortCode
+	case errors.As(err, &differs):
+		info.Code = ArchiveDiffersCode
 	case errors.As(err, &pgErr):
 		info.Code = pgErr.Code
 	case errors.Is(err, context.DeadlineExceeded):

@@ -96,7 +96,10 @@ type PassResult struct {
 	DurationMs int64 `json:"durationMs"`
 	// Archived is the rows moved to the pass's archive_to table, in the statements that deleted
 	// them: equal to Deleted for a pass that archives, 0 for one that does not.
-	Archived   int64      `json:"archived"`
+	Archived int64 `json:"archived"`
+	// Recovered is the rows a run found in the archive already, identical, and deleted from the
+	// swept table: a foreign archive's crash window between the two commits, healed.
+	Recovered  int64      `json:"recovered,omitempty"`
 	BatchCount int        `json:"batchCount"`
 	StopReason StopReason `json:"stopReason"`
 	// PartitionsDropped is what a partitions-mode pass dropped (or detached, with keep_detached);
@@ -293,6 +296,8 @@ type HistoryPass struct {
 	// a run recorded before the history kept them).
 	TableRows  *int64 `json:"tableRows"`
 	TableBytes *int64 `json:"tableBytes"`
+	// Recovered is PassResult's: rows found in the archive already, identical, and deleted.
+	Recovered int64 `json:"recovered,omitempty"`
 	// Children and Cascades are PassResult's: what went with the pass's rows, per table.
 	Children []ChildRows   `json:"children,omitempty"`
 	Cascades []CascadeRows `json:"cascades,omitempty"`

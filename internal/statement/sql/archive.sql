@@ -28,3 +28,44 @@ SELECT count(*), (SELECT count(*) FROM archived) FROM deleted
 
 {{/* OVERRIDING SYSTEM VALUE keeps the rows' own values in GENERATED ALWAYS identity columns. */}}
 {{define "archive-insert"}}INSERT INTO {{.Archive}} ({{.Columns}}) OVERRIDING SYSTEM VALUE {{.Rows}}{{end}}
+
+{{/*
+  A batch that heals a foreign archive's crash window (statement/archive.go): the same batch, its
+  insert skipping the rows the archive holds already (ON CONFLICT DO NOTHING, which postgres_fdw
+  sends as is), answering the keys and rows of those it held. The caller compares them with the
+  archive's copies before it commits: identical ones are recovered, any other stops the batch.
+*/}}
+{{define "archive-heal-batch" -}}
+WITH deleted AS (
+{{.Delete}}
+  RETURNING t.*),
+archived AS (
+  {{.Insert}}
+  ON CONFLICT DO NOTHING
+  RETURNING {{.Key}}),
+held AS (
+  SELECT deleted.{{.Key}}::text AS key, ROW(deleted.*)::text AS row FROM deleted
+  WHERE deleted.{{.Key}} NOT IN (SELECT archived.{{.Key}} FROM archived))
+SELECT count(*), max(deleted.{{.Age}}), (SELECT count(*) FROM archived),
+       ARRAY(SELECT held.key FROM held ORDER BY held.key), ARRAY(SELECT held.row FROM held ORDER BY held.key)
+FROM deleted
+{{- end}}
+
+{{define "archive-heal-single" -}}
+WITH deleted AS (
+  DELETE FROM {{.Table}} AS t WHERE {{.Predicate}}
+  RETURNING t.*),
+archived AS (
+  {{.Insert}}
+  ON CONFLICT DO NOTHING
+  RETURNING {{.Key}}),
+held AS (
+  SELECT deleted.{{.Key}}::text AS key, ROW(deleted.*)::text AS row FROM deleted
+  WHERE deleted.{{.Key}} NOT IN (SELECT archived.{{.Key}} FROM archived))
+SELECT count(*), (SELECT count(*) FROM archived),
+       ARRAY(SELECT held.key FROM held ORDER BY held.key), ARRAY(SELECT held.row FROM held ORDER BY held.key)
+FROM deleted
+{{- end}}
+
+{{/* The archive's copies of the rows a healing batch met, by key, as rows of the swept table's columns. */}}
+{{define "archive-held"}}SELECT a.{{.Key}}::text, ROW({{.Columns}})::text FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ($1::{{.KeyType}}[]){{end}}
