@@ -193,8 +193,11 @@ func (c *checker) lookups(ctx context.Context, p policy.Pass, cutoff time.Time) 
 		if err != nil {
 			return nil, err
 		}
-		if !ok && g.Where != "" {
-			if ok, err = c.conditionalGuardServed(ctx, p, g, cutoff); err != nil {
+		if !ok {
+			// A partial index serves the lookup when the guard's own condition implies its
+			// predicate: its where, or the equality itself (g.col = t.id implies g.col IS NOT
+			// NULL). The planner proves that, so the guard is planned as the batch runs it.
+			if ok, err = c.guardServed(ctx, p, g, cutoff); err != nil {
 				return nil, err
 			}
 		}
@@ -237,10 +240,11 @@ func (c *checker) lookups(ctx context.Context, p policy.Pass, cutoff time.Time) 
 const lookupPricing = "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_hashjoin = off; " +
 	"SET LOCAL enable_mergejoin = off; SET LOCAL enable_material = off"
 
-// conditionalGuardServed plans the conditional keep guard g as the batch runs it (NOT EXISTS over
-// alias g, correlated to t, its where in place) with lookupPricing, and reports whether the guard
-// table is read through an index condition on the guard column, by an index that leads with it.
-func (c *checker) conditionalGuardServed(ctx context.Context, p policy.Pass, g policy.Guard, cutoff time.Time) (bool, error) {
+// guardServed plans keep guard g as the batch runs it (NOT EXISTS over alias g, correlated to t,
+// its where in place) with lookupPricing, and reports whether the guard table is read through an
+// index condition on the guard column, by an index that leads with it: a partial index too, when
+// the guard's condition implies its predicate.
+func (c *checker) guardServed(ctx context.Context, p policy.Pass, g policy.Guard, cutoff time.Time) (bool, error) {
 	q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", statement.QuoteName(p.Table), statement.Guard(g, c.ageKind(p)))
 	var args []any
 	if policy.UsesCutoff(g.Where) {

@@ -1,0 +1,58 @@
+package sweep_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sweeprail/sweeprail/internal/check"
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/policy"
+)
+
+// adviceSchema has partial indexes whose predicates a pass's own conditions imply: a keep guard's
+// equality implies its column is not NULL, and a pass's where implies itself.
+const adviceSchema = `
+CREATE TABLE applications (id bigserial PRIMARY KEY, state text NOT NULL, retired_at timestamptz);
+CREATE INDEX applications_retired ON applications (retired_at) WHERE state = 'retired';
+CREATE TABLE tokens (id bigserial PRIMARY KEY, created_by_application_id bigint);
+CREATE INDEX tokens_app ON tokens (created_by_application_id) WHERE created_by_application_id IS NOT NULL;
+CREATE TABLE grants (id bigserial PRIMARY KEY, application_id bigint);
+CREATE INDEX grants_app ON grants (application_id) WHERE application_id > 100;
+`
+
+// TestIndexAdvice accepts an index whose partial predicate the pass's or the guard's own
+// condition implies, and refuses one whose predicate nothing implies.
+func TestIndexAdvice(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	exec(t, pool, adviceSchema)
+	pass := func(guard string) []policy.Spec {
+		p := policy.Pass{Name: "retired", Table: "applications", AgeColumn: "retired_at", Retention: 30 * 24 * time.Hour,
+			Where: "t.state = 'retired'"}
+		if guard != "" {
+			p.Guards = []policy.Guard{{Table: guard, Column: map[string]string{"tokens": "created_by_application_id", "grants": "application_id"}[guard]}}
+		}
+		return []policy.Spec{{Name: "applications", Passes: []policy.Pass{p}}}
+	}
+	tests := []struct {
+		name, guard, refused string
+	}{
+		{"a partial age index the where implies", "", ""},
+		{"a partial guard index the equality implies (IS NOT NULL)", "tokens", ""},
+		{"a partial guard index nothing implies", "grants", `no index serves the keep guard on grants.application_id`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := check.Specs(ctx, pool, pass(tt.guard))
+			switch {
+			case tt.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+				t.Fatalf("check: %v; want %q", err, tt.refused)
+			}
+		})
+	}
+}
+
