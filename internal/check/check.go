@@ -51,7 +51,7 @@ func Specs(ctx context.Context, pool *pgxpool.Pool, specs []policy.Spec) (warnin
 // *policy.Error (joined); warnings are returned even when err is not nil. An error that is not the
 // policy's (the database unreachable) ends the check and is returned alone.
 func Policy(ctx context.Context, pool *pgxpool.Pool, p *policy.Policy) (warnings []string, err error) {
-	c := &checker{pol: p, pool: pool, tables: map[string]*tableInfo{}}
+	c := &checker{pol: p, pool: pool, tables: map[string]*tableInfo{}, suggested: map[string][2]string{}}
 	if errs := c.static(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -68,6 +68,9 @@ func Policy(ctx context.Context, pool *pgxpool.Pool, p *policy.Policy) (warnings
 			}
 		}
 	}
+	if err := c.adviseAgeIndexes(ctx); err != nil {
+		return nil, fmt.Errorf("check policy: %w", err)
+	}
 	return c.warnings, errors.Join(c.errs...)
 }
 
@@ -77,6 +80,10 @@ type checker struct {
 	tables   map[string]*tableInfo
 	errs     []error
 	warnings []string
+	// ageRefusals are the passes no index serves, advised together (adviseAgeIndexes).
+	ageRefusals []ageRefusal
+	// suggested maps each index suggested so far to the sweep and pass it was suggested for.
+	suggested map[string][2]string
 }
 
 // tableInfo is what the check knows of one table name.
@@ -423,12 +430,16 @@ func (c *checker) indexes(ctx context.Context, sweep string, p policy.Pass, cuto
 		return fmt.Errorf("read plan: %w", err)
 	}
 	var missing []unindexed
-	if !indexed {
+	switch {
+	case !indexed && p.AllowUnindexed:
 		fix, err := c.indexFor(ctx, p.Table, p.AgeColumn, p.Where, "t")
 		if err != nil {
 			return err
 		}
 		missing = append(missing, unindexed{fmt.Sprintf("no index serves the batch select, so every batch would read all of table %q", p.Table), fix})
+	case !indexed:
+		// Advised with the table's other refused passes, once the policy is checked.
+		c.ageRefusals = append(c.ageRefusals, ageRefusal{sweep, p})
 	}
 	lookups, err := c.lookups(ctx, p, cutoff)
 	if err != nil {
@@ -439,7 +450,11 @@ func (c *checker) indexes(ctx context.Context, sweep string, p policy.Pass, cuto
 	for _, m := range missing {
 		if p.AllowUnindexed {
 			c.warnings = append(c.warnings, c.problem(sweep, p.Name, "allow_unindexed", "%s (allowed by allow_unindexed); the index that would serve it: %s", m.what, m.fix).Error())
+		} else if first, ok := c.suggested[m.fix]; ok {
+			// One index serves the same lookup of several passes: it is suggested once.
+			c.fail(sweep, p.Name, "", "%s: the index suggested for pass %q of sweep %q serves this pass too, or set allow_unindexed: true for a table that stays small", m.what, first[1], first[0])
 		} else {
+			c.suggested[m.fix] = [2]string{sweep, p.Name}
 			c.fail(sweep, p.Name, "", "%s: create the index, or set allow_unindexed: true for a table that stays small: %s", m.what, m.fix)
 		}
 	}

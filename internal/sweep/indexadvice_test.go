@@ -56,3 +56,28 @@ func TestIndexAdvice(t *testing.T) {
 	}
 }
 
+// TestIndexAdviceFewest suggests one index, once, for two passes of a table that no index serves,
+// where each pass alone would get an index partial on its own where.
+func TestIndexAdviceFewest(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	exec(t, pool, `CREATE TABLE audit_rows (id bigserial PRIMARY KEY, bucket text NOT NULL, occurred_at timestamptz NOT NULL)`)
+	pass := func(name, bucket string) policy.Pass {
+		return policy.Pass{Name: name, Table: "audit_rows", AgeColumn: "occurred_at", Retention: 30 * 24 * time.Hour, Where: "t.bucket = '" + bucket + "'"}
+	}
+	_, err := check.Specs(ctx, pool, []policy.Spec{{Name: "audit", Passes: []policy.Pass{pass("operational", "operational"), pass("debug", "debug")}}})
+	if err == nil {
+		t.Fatal("accepted two passes no index serves")
+	}
+	msg := err.Error()
+	if n := strings.Count(msg, "CREATE INDEX"); n != 1 || !strings.Contains(msg, "CREATE INDEX CONCURRENTLY ON audit_rows (occurred_at);") ||
+		!strings.Contains(msg, `pass "debug" of sweep "audit": no index serves the batch select, so every batch would read all of table "audit_rows": the index suggested for pass "operational" of sweep "audit" serves this pass too`) {
+		t.Fatalf("advice:\n%s\nwant one full index on occurred_at, suggested once for both passes", msg)
+	}
+
+	// Alone, a pass gets the index partial on its where, as before.
+	_, err = check.Specs(ctx, pool, []policy.Spec{{Name: "audit", Passes: []policy.Pass{pass("debug", "debug")}}})
+	if err == nil || !strings.Contains(err.Error(), "CREATE INDEX CONCURRENTLY ON audit_rows (occurred_at) WHERE bucket = 'debug';") {
+		t.Fatalf("advice for one pass: %v", err)
+	}
+}
