@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -247,11 +248,25 @@ func (c *checker) indexFor(ctx context.Context, table, column, where, alias stri
 	n := len(quoted)
 	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s)", strings.Join(quoted[:n-1], "."), quoted[n-1])
 	pred, complete := policy.PartialPredicate(where, alias)
+	st, err := c.columnStats(ctx, table, column)
+	if err != nil {
+		return "", err
+	}
+	if notNull := quoted[n-1] + " IS NOT NULL"; st.known && st.nullFrac >= mostlyNull && !strings.Contains(pred, notNull) {
+		pred = strings.Join(slices.DeleteFunc([]string{pred, notNull}, func(s string) bool { return s == "" }), " AND ")
+	}
 	if pred != "" {
 		stmt += " WHERE " + pred
 	}
+	// Said before the statement, so the statement stays last, ready to copy.
+	if st.known {
+		size, err := c.estimatedSize(ctx, st, pred)
+		if err != nil {
+			return "", err
+		}
+		stmt = fmt.Sprintf("(about %s by the planner's statistics) ", prettySize(size)) + stmt
+	}
 	if !complete {
-		// Said before the statement, so the statement stays last, ready to copy.
 		stmt = "(a partial index matching more of the condition would be smaller; only its simple parts are shown) " + stmt
 	}
 	return stmt + ";", nil

@@ -81,3 +81,30 @@ func TestIndexAdviceFewest(t *testing.T) {
 		t.Fatalf("advice for one pass: %v", err)
 	}
 }
+
+// TestIndexAdviceStatistics makes a suggestion partial where the planner's statistics say the
+// column is mostly NULL, and gives each suggestion's estimated size once the table is analyzed.
+func TestIndexAdviceStatistics(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	// 70% of the rows were never read: their read_at is NULL.
+	exec(t, pool, `CREATE TABLE inbox_items (id bigserial PRIMARY KEY, read_at timestamptz, sent_at timestamptz NOT NULL);
+INSERT INTO inbox_items (read_at, sent_at) SELECT CASE WHEN i % 10 < 3 THEN now() - i * interval '1 minute' END, now() FROM generate_series(1, 20000) i;
+ANALYZE inbox_items`)
+	advice := func(column string) string {
+		_, err := check.Specs(ctx, pool, []policy.Spec{{Name: "inbox", Passes: []policy.Pass{{Name: "p", Table: "inbox_items", AgeColumn: column, Retention: 30 * 24 * time.Hour}}}})
+		if err == nil {
+			t.Fatal("accepted a pass no index serves")
+		}
+		return err.Error()
+	}
+	if got := advice("read_at"); !strings.Contains(got, "(about ") || !strings.HasSuffix(got, "CREATE INDEX CONCURRENTLY ON inbox_items (read_at) WHERE read_at IS NOT NULL;") {
+		t.Errorf("mostly NULL: %s\nwant a sized index of the non-NULL rows", got)
+	}
+	if got := advice("sent_at"); !strings.Contains(got, "(about ") || !strings.HasSuffix(got, "CREATE INDEX CONCURRENTLY ON inbox_items (sent_at);") {
+		t.Errorf("never NULL: %s\nwant a sized full index", got)
+	}
+	// The sizes follow the rows indexed: the partial index is about 30% of the full one.
+	size := func(s string) string { return s[strings.Index(s, "(about ")+7 : strings.Index(s, " by the planner")] }
+	t.Logf("partial %s, full %s", size(advice("read_at")), size(advice("sent_at")))
+}
