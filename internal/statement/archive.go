@@ -51,6 +51,32 @@ type Archive struct {
 	// Unlocked and Locked are Set's, moving the rows; Single is Set.Single, moving them.
 	Unlocked, Locked Batch
 	Single           string
+	// Count is set for a foreign archive keyed like the swept table (BuildForeignArchive): its
+	// batches answer the keys they deleted rather than RETURNING the archived rows, and Count
+	// asks the archive how many rows of keys $1 it holds.
+	Count string
+}
+
+// BuildForeignArchive renders the statements that move pass p's rows to a foreign archive_to,
+// as BuildArchive, proven by Count instead of RETURNING: postgres_fdw sends an INSERT with
+// RETURNING a row at a time, and one without in its batches. key is the swept table's primary
+// key of one column, of SQL type keyType, which the archive holds as its key.
+func BuildForeignArchive(p policy.Pass, k Kind, columns []string, key, keyType string) Archive {
+	v := newPass(p, k)
+	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
+	type keyed struct {
+		wrapper
+		Key string
+	}
+	wrap := func(d deletion) string {
+		return render("archive-keyed-batch", keyed{wrapper{pass: v, Delete: deletionSQL(d), Insert: insert}, ident(key)})
+	}
+	return Archive{
+		Unlocked: batches(v, false, wrap),
+		Locked:   batches(v, true, wrap),
+		Single:   render("archive-keyed-single", keyed{wrapper{pass: v, Insert: insert}, ident(key)}),
+		Count:    render("archive-count", struct{ Archive, Key, KeyType string }{QuoteName(p.ArchiveTo), ident(key), keyType}),
+	}
 }
 
 // BuildArchive renders the statements that move pass p's rows to its archive_to, for an age

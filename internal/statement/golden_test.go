@@ -106,6 +106,10 @@ func TestGolden(t *testing.T) {
 		h := BuildHeal(p, Instant, goldenColumns, "id", "bigint")
 		got := "-- batch healing the archive's crash window, index path, first\n--   " + paramBatch + "\n" + h.Unlocked.Index +
 			";\n\n-- the archive's copies of the rows it held\n--   $1 their keys\n" + h.Held + ";\n"
+		// A foreign archive's batch, proven by a count of its keys rather than by RETURNING.
+		f := BuildForeignArchive(p, Instant, goldenColumns, "id", "bigint")
+		got += "\n-- foreign archive: batch, index path, first\n--   " + paramBatch + "\n" + f.Unlocked.Index +
+			";\n\n-- foreign archive: the rows of the batch's keys it holds\n--   $1 the keys deleted\n" + f.Count + ";\n"
 		path := filepath.Join("testdata", "golden", "audit-log.operational.heal.sql")
 		if *update {
 			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -41,9 +42,32 @@ func (pr *passRun) prepareArchive() error {
 	if err != nil {
 		return err
 	}
+	if err := pr.prepareHeal(ctx, cols); err != nil {
+		return err
+	}
 	st := statement.BuildArchive(pr.p, pr.kind, cols)
+	var foreign bool
+	if err := pr.r.cfg.Pool.QueryRow(ctx, `SELECT coalesce((SELECT relkind = 'f' FROM pg_class WHERE oid = to_regclass($1)), false)`,
+		statement.QuoteName(pr.p.ArchiveTo)).Scan(&foreign); err != nil {
+		return fmt.Errorf("look up archive %q: %w", pr.p.ArchiveTo, err)
+	}
+	if foreign && pr.heal != nil {
+		keyed := statement.BuildForeignArchive(pr.p, pr.kind, cols, pr.healKey, pr.healKeyType)
+		// The count needs SELECT on the foreign table and on its remote one: asked once per run,
+		// for no key, which the remote checks as it would for a batch's. Without it, each batch
+		// is proven by RETURNING, a row at a time.
+		if err := pgx.BeginTxFunc(ctx, pr.r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var n int64
+			return tx.QueryRow(ctx, keyed.Count, []string{}).Scan(&n)
+		}); err != nil {
+			pr.log.Info("foreign archive cannot be counted: each batch proves its archive by RETURNING, a row at a time; grant SELECT on it, here and on its remote table",
+				"pass", pr.p.Name, "archive", pr.p.ArchiveTo, "err", err)
+		} else {
+			st = keyed
+		}
+	}
 	pr.arch = &st
-	return pr.prepareHeal(ctx, cols)
+	return nil
 }
 
 // archived is how many of batch b's deleted rows it archived: all of them but those a healing

@@ -301,7 +301,7 @@ func TestArchivePolicyDoc(t *testing.T) {
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: fixed(settings(), 10), AsOf: fixedAsOf(at)})
 	res := run(t, r, "audit-log")
 	if res.StopReason != wire.StopExhausted || res.Passes[0].Archived != 40 || res.Passes[1].Archived != 0 {
-		t.Fatalf("answer %+v; want exhausted, 40 archived by operational, none by compliance", res)
+		t.Fatalf("answer %+v (error %+v); want exhausted, 40 archived by operational, none by compliance", res, res.Error)
 	}
 	o.check(t, pool, freshPool(t, coldURL), "audit_log_archive", true)
 

@@ -78,15 +78,18 @@ WHERE i.indrelid = to_regclass($1) AND i.indisprimary`, statement.QuoteName(pr.p
 		return nil
 	}
 	h := statement.BuildHeal(pr.p, pr.kind, cols, key[0], keyType[0])
-	pr.heal, pr.healKey = &h, key[0]
+	pr.heal, pr.healKey, pr.healKeyType = &h, key[0], keyType[0]
 	return nil
 }
 
 // archiveAnswer is where an archiving batch statement's answer goes after the rows deleted (and
 // the newest age): the rows archived, and for a healing batch the rows the archive held.
 func (pr *passRun) archiveAnswer(b *batchResult) []any {
-	if pr.healing {
+	switch {
+	case pr.healing:
 		return []any{&b.archived, &b.heldKeys, &b.heldRows}
+	case pr.arch.Count != "":
+		return []any{&b.keys}
 	}
 	return []any{&b.archived}
 }
@@ -109,6 +112,12 @@ func (pr *passRun) healed(err error, again func() error) error {
 func (pr *passRun) proven(ctx context.Context, tx pgx.Tx, b batchResult) (batchResult, error) {
 	if pr.arch == nil {
 		return b, nil
+	}
+	if pr.arch.Count != "" && !pr.healing && len(b.keys) > 0 {
+		// The foreign archive's own count of the keys deleted, in this transaction's remote one.
+		if err := tx.QueryRow(ctx, pr.arch.Count, b.keys).Scan(&b.archived); err != nil {
+			return batchResult{}, fmt.Errorf("count the rows the archive took: %w", err)
+		}
 	}
 	if pr.healing && len(b.heldKeys) > 0 {
 		copies := map[string]string{}

@@ -41,9 +41,9 @@ type passRun struct {
 	arch *statement.Archive
 	// heal are the statements that heal the archive's crash window, for an archive pass whose
 	// table has a primary key of one column; healing says a batch runs them.
-	heal    *statement.Heal
-	healing bool
-	healKey string
+	heal                 *statement.Heal
+	healing              bool
+	healKey, healKeyType string
 	// path is the pass's access path, chosen at its start (batched passes) or its mode's.
 	path Path
 	// size is the next batch's size in rows, adapted after each full batch (on the heap path,
@@ -76,8 +76,9 @@ type batchResult struct {
 	// archived is the rows the archive reported taking, for a pass with archive_to; recovered
 	// the rows a healing batch found there already, identical (archiveheal.go).
 	archived, recovered int64
-	// heldKeys and heldRows are the rows a healing batch found in the archive, as text.
-	heldKeys, heldRows []string
+	// heldKeys and heldRows are the rows a healing batch found in the archive, as text; keys
+	// the keys a foreign archive's batch deleted, for its count (archiveproof.go).
+	heldKeys, heldRows, keys []string
 }
 
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the

@@ -69,3 +69,29 @@ FROM deleted
 
 {{/* The archive's copies of the rows a healing batch met, by key, as rows of the swept table's columns. */}}
 {{define "archive-held"}}SELECT a.{{.Key}}::text, ROW({{.Columns}})::text FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ($1::{{.KeyType}}[]){{end}}
+
+{{/*
+  A foreign archive's batch: the insert without RETURNING, which would make postgres_fdw send
+  the rows one by one instead of in its batches; the statement answers the keys it deleted
+  instead, and the archive is asked, in the same (remote) transaction, how many rows of those
+  keys it holds: the proof, in one round trip.
+*/}}
+{{define "archive-keyed-batch" -}}
+WITH deleted AS (
+{{.Delete}}
+  RETURNING t.*),
+archived AS (
+  {{.Insert}})
+SELECT count(*), max(deleted.{{.Age}}), ARRAY(SELECT deleted.{{.Key}}::text FROM deleted) FROM deleted
+{{- end}}
+
+{{define "archive-keyed-single" -}}
+WITH deleted AS (
+  DELETE FROM {{.Table}} AS t WHERE {{.Predicate}}
+  RETURNING t.*),
+archived AS (
+  {{.Insert}})
+SELECT count(*), ARRAY(SELECT deleted.{{.Key}}::text FROM deleted) FROM deleted
+{{- end}}
+
+{{define "archive-count"}}SELECT count(*) FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ($1::{{.KeyType}}[]){{end}}
