@@ -49,7 +49,7 @@ func TestIndexVerdict(t *testing.T) {
 		exec(t, pool, `CREATE INDEX jobs_state ON jobs (state)`)
 		exec(t, pool, `INSERT INTO jobs (state, scheduled_at) SELECT CASE WHEN i % 10 = 0 THEN 'available' ELSE 'completed' END,
 			now() - i * interval '1 second' FROM generate_series(1, 20000) i`)
-		exec(t, pool, `ANALYZE jobs`)
+		analyze(t, pool, `ANALYZE jobs`)
 		pol, err := policy.Load("jobs.yaml", []byte(`sweeps:
   - name: jobs
     passes:
@@ -108,7 +108,7 @@ func TestIndexVerdict(t *testing.T) {
 			if err := demo.Seed(ctx, pool, rows, io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			exec(t, pool, "ANALYZE")
+			analyze(t, pool, "ANALYZE")
 			if got := verdicts(t, pool); got != empty {
 				t.Errorf("%d rows:\n%s\nwant as on the empty database:\n%s", rows, got, empty)
 			}
@@ -119,7 +119,7 @@ func TestIndexVerdict(t *testing.T) {
 			for _, s := range policy.Catalog() {
 				run(t, r, s.Name)
 			}
-			exec(t, pool, "ANALYZE")
+			analyze(t, pool, "ANALYZE")
 			if got := verdicts(t, pool); got != empty {
 				t.Errorf("after a sweep of %d rows:\n%s\nwant as on the empty database:\n%s", rows, got, empty)
 			}
@@ -138,7 +138,7 @@ func TestDryRunEstimate(t *testing.T) {
 	})
 	exec(t, pool, `CREATE TABLE events (id bigint, created_at timestamptz NOT NULL)`)
 	exec(t, pool, `INSERT INTO events SELECT i, now() - (i % 100) * interval '1 day' FROM generate_series(1, 200000) i`)
-	exec(t, pool, `ANALYZE events`)
+	analyze(t, pool, `ANALYZE events`)
 	var plan string
 	if err := pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) SELECT count(*) FROM events t WHERE t.created_at < now() - interval '30 days'`).Scan(&plan); err != nil {
 		t.Fatal(err)

@@ -145,7 +145,7 @@ func TestEpochAges(t *testing.T) {
 			if m.seed != nil {
 				m.seed(t, pool, cut)
 			}
-			exec(t, pool, "ANALYZE receipts")
+			analyze(t, pool, "ANALYZE receipts")
 			specs := epochPass(m.pass)
 			if warnings, err := check.Specs(ctx, pool, specs); err != nil || len(warnings) > 0 {
 				t.Fatalf("check: %v %v", warnings, err)
@@ -187,7 +187,7 @@ func onePerPageReceipts(t *testing.T, pool *pgxpool.Pool) {
 	onePerPage(t, pool, "receipts")
 	exec(t, pool, `UPDATE receipts SET room = `+strings.ReplaceAll(pad, "i::text", "id::text"))
 	exec(t, pool, `VACUUM FULL receipts`)
-	exec(t, pool, "ANALYZE receipts")
+	analyze(t, pool, "ANALYZE receipts")
 }
 
 // TestEpochCheck refuses an age column whose type and age_unit disagree, naming the fix.

@@ -84,6 +84,54 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	}
 }
 
+// analyze runs an ANALYZE statement once the writes before it have reached the statistics, and
+// returns once the ANALYZE has too. The access-path choice calls statistics stale when more rows
+// changed since the last ANALYZE than it allows (pg_stat_get_mod_since_analyze), so counts of a
+// seed that arrive after the ANALYZE, or an ANALYZE not yet seen, make a dense table look stale.
+//
+// PostgreSQL 15 and later flush a backend's counts before its next answer when asked to, and an
+// ANALYZE's own counts before it answers. PostgreSQL 14 keeps a backend's counts until one of
+// its transactions ends at least half a second (PGSTAT_STAT_INTERVAL) after its last report, and
+// its statistics collector answers from a file up to that old: so each idle connection ends a
+// transaction past that interval, and the wait afterwards is for the collector to show the
+// ANALYZE, bounded.
+func analyze(t *testing.T, pool *pgxpool.Pool, sql string) {
+	t.Helper()
+	const pgstatInterval = 500 * time.Millisecond
+	v14 := count(t, pool, "SELECT current_setting('server_version_num')::int") < 150000
+	flush := "SELECT pg_stat_force_next_flush()"
+	if v14 {
+		flush = "SELECT 1"
+		time.Sleep(pgstatInterval + 10*time.Millisecond)
+	}
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		_, err := c.Exec(ctx, flush)
+		c.Release()
+		if err != nil {
+			t.Fatalf("flush the statistics: %v", err)
+		}
+	}
+	began := dbNow(t, pool)
+	exec(t, pool, sql)
+	if !v14 {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var seen bool
+		if err := pool.QueryRow(ctx, `SELECT coalesce(max(greatest(last_analyze, last_autoanalyze)) >= $1, false)
+			FROM pg_stat_user_tables`, began).Scan(&seen); err != nil {
+			t.Fatal(err)
+		}
+		if seen {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the statistics collector did not show %q within 10s", sql)
+		}
+		time.Sleep(pgstatInterval / 5)
+	}
+}
+
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64

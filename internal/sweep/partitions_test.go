@@ -58,7 +58,7 @@ func TestPartitionsMode(t *testing.T) {
 		exec(t, pool, `INSERT INTO events (at) SELECT date_trunc('day', now()) - interval '10 days' + i * interval '10 minutes'
 			FROM generate_series(0, 12 * 24 * 6 - 1) i`)
 		exec(t, pool, "INSERT INTO events (at) VALUES (now() - interval '100 days')") // the default partition
-		exec(t, pool, "ANALYZE events")
+		analyze(t, pool, "ANALYZE events")
 		at := dbNow(t, pool)
 		cutoff := at.Add(-5 * 24 * time.Hour)
 		want := count(t, pool, "SELECT count(*) FROM events WHERE at >= $1", cutoff)
@@ -150,7 +150,7 @@ func TestPartitionsMode(t *testing.T) {
 		exec(t, pool, "CREATE TABLE events_default PARTITION OF events DEFAULT")
 		exec(t, pool, `INSERT INTO events SELECT i, now() - interval '6 days' + i * interval '1 minute' FROM generate_series(1, 2000) i`)
 		exec(t, pool, `INSERT INTO events SELECT i, now() - interval '30 days' - i * interval '1 minute' FROM generate_series(1, 2000) i`)
-		exec(t, pool, "ANALYZE events")
+		analyze(t, pool, "ANALYZE events")
 		at := dbNow(t, pool)
 		want := count(t, pool, "SELECT count(*) FROM events WHERE at < $1::timestamptz - interval '5 days'", at)
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: load(t, eventsPolicy), Settings: fixed(settings(), 100), AsOf: fixedAsOf(at)})

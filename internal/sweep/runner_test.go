@@ -329,7 +329,7 @@ func TestDryRun(t *testing.T) {
 		pool := dbtest.Pool(t)
 		at := dbNow(t, pool)
 		seedNotifications(t, pool, at, 1234, 10)
-		exec(t, pool, `ANALYZE notifications`)
+		analyze(t, pool, `ANALYZE notifications`)
 		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: settings(), AsOf: fixedAsOf(at)})
 		dr, err := r.DryRun(ctx, "notifications")
 		if err != nil {
