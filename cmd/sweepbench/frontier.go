@@ -57,12 +57,7 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		return res, err
 	}
 	res.eligible = eligible
-	contestants := []contestant{
-		{key: "A", db: "f_a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: monolithic(monolithicSQL, "")},
-		{key: "A′", db: "f_a_bound", name: "monolithic `DELETE … read_at < $1` (cutoff bound)", setup: monolithic(monolithicBoundSQL, cutoffSQL)},
-		{key: "B", db: "f_b", name: fmt.Sprintf("`id IN (SELECT … ORDER BY read_at LIMIT %d FOR UPDATE SKIP LOCKED)`, a transaction per batch", res.batchSize),
-			setup: orderedBatches(res.batchSize)},
-	}
+	contestants := baselines("f_", res.batchSize)
 	for i, s := range frontierSettings {
 		name := "the rail, " + s.what
 		if len(s.env) > 0 {

@@ -27,6 +27,18 @@ type sideResult struct {
 	rounds    rounds
 }
 
+// baselines are the contestants every dense-table run measures the rail against: the monolithic
+// DELETE with its cutoff computed (A) and bound (A′), and the ordered id-IN loop (B). Their
+// databases are named with prefix, so two runs' templates do not meet.
+func baselines(prefix string, batchSize int) []contestant {
+	return []contestant{
+		{key: "A", db: prefix + "a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: monolithic(monolithicSQL, "")},
+		{key: "A′", db: prefix + "a_bound", name: "monolithic `DELETE … read_at < $1` (cutoff bound)", setup: monolithic(monolithicBoundSQL, cutoffSQL)},
+		{key: "B", db: prefix + "b", name: fmt.Sprintf("`id IN (SELECT … ORDER BY read_at LIMIT %d FOR UPDATE SKIP LOCKED)`, a transaction per batch", batchSize),
+			setup: orderedBatches(batchSize)},
+	}
+}
+
 func (b *bench) sideBySide(ctx context.Context) (sideResult, error) {
 	defaults, err := apiDefaults()
 	if err != nil {
@@ -38,13 +50,8 @@ func (b *bench) sideBySide(ctx context.Context) (sideResult, error) {
 		return res, err
 	}
 	res.eligible = eligible
-	contestants := []contestant{
-		{key: "A", db: "a", name: "monolithic `DELETE … read_at < now() - interval '30 days'`", setup: monolithic(monolithicSQL, "")},
-		{key: "A′", db: "a_bound", name: "monolithic `DELETE … read_at < $1` (cutoff bound)", setup: monolithic(monolithicBoundSQL, cutoffSQL)},
-		{key: "B", db: "b", name: fmt.Sprintf("`id IN (SELECT … ORDER BY read_at LIMIT %d FOR UPDATE SKIP LOCKED)`, a transaction per batch", res.batchSize),
-			setup: orderedBatches(res.batchSize)},
-		{key: "C", db: "c", name: "the rail: `api serve` (defaults) + `sweepcron --only notifications`", setup: b.railSetup(b.s.binDir, "notifications", nil)},
-	}
+	contestants := append(baselines("", res.batchSize),
+		contestant{key: "C", db: "c", name: "the rail: `api serve` (defaults) + `sweepcron --only notifications`", setup: b.railSetup(b.s.binDir, "notifications", nil)})
 	if b.s.variantBin != "" || len(b.s.variantEnv) > 0 {
 		bin, what := b.s.binDir, []string{}
 		if b.s.variantBin != "" {
