@@ -36,6 +36,7 @@ var pendingMetrics = map[string]string{}
 var requiredMetrics = []string{
 	"sweeprail_runs_total",
 	"sweeprail_rows_deleted_total",
+	"sweeprail_rows_processed_total",
 	"sweeprail_batch_duration_seconds_bucket",
 	"sweeprail_throttled_seconds_total",
 	"sweeprail_last_success_timestamp_seconds",

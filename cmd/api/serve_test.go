@@ -270,7 +270,12 @@ func TestServe(t *testing.T) {
 				want = append(want, fmt.Sprintf(`sweeprail_runs_total{outcome=%q,sweep=%q}`, o, sw.Name))
 			}
 			for _, p := range sw.Passes {
-				want = append(want, fmt.Sprintf(`sweeprail_rows_deleted_total{pass=%q,sweep=%q,table=%q}`, p.Name, sw.Name, p.Table))
+				// A per-row pass's keys are processed: it has no rows deleted series.
+				counter := "sweeprail_rows_deleted_total"
+				if p.Mode == policy.ModePerRow {
+					counter = "sweeprail_rows_processed_total"
+				}
+				want = append(want, fmt.Sprintf(`%s{pass=%q,sweep=%q,table=%q}`, counter, p.Name, sw.Name, p.Table))
 			}
 			want = append(want,
 				fmt.Sprintf(`sweeprail_last_success_timestamp_seconds{sweep=%q}`, sw.Name),

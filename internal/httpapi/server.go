@@ -126,15 +126,18 @@ func NewServer(deps Deps) http.Handler {
 }
 
 // MetricLabels lists every label value the metrics of a server over specs can take: each sweep
-// and pass (and which passes archive), each outcome, each reason the signature check refuses for. metrics.New exports them
-// all at zero from boot.
+// and pass (and which passes archive or run per row), each outcome, each reason the signature
+// check refuses for. metrics.New exports them all at zero from boot.
 func MetricLabels(specs []policy.Spec) metrics.Labels {
 	l := metrics.Labels{Outcomes: wire.Outcomes()}
 	for _, s := range specs {
-		ms := metrics.Sweep{Name: s.Name, Tables: map[string][]string{}}
+		ms := metrics.Sweep{Name: s.Name, Tables: map[string][]string{}, PerRow: map[string]string{}}
 		for _, p := range s.Passes {
 			ms.Passes = append(ms.Passes, p.Name)
 			ms.Tables[p.Name] = policy.DeletedTables(p)
+			if p.Mode == policy.ModePerRow {
+				ms.PerRow[p.Name] = p.Table
+			}
 			if p.ArchiveTo != "" {
 				ms.Archiving = append(ms.Archiving, p.Name)
 			}

@@ -19,6 +19,10 @@ type Sweep struct {
 	// Tables are, per pass, the tables it deletes from: its own, its delete_with children's and
 	// its cascades', each a table label of sweeprail_rows_deleted_total exported at zero.
 	Tables map[string][]string
+	// PerRow are the per-row passes and each one's table: sweeprail_rows_processed_total is
+	// exported at zero for these alone. What their function did to the rows is its own affair,
+	// so they have no Tables: their keys are processed, not rows deleted.
+	PerRow map[string]string
 }
 
 // Labels are every label value that can occur.
@@ -34,6 +38,7 @@ type Labels struct {
 // metrics need not build one.
 type Metrics struct {
 	rowsDeleted   *prometheus.CounterVec
+	rowsProcessed *prometheus.CounterVec
 	rowsArchived  *prometheus.CounterVec
 	partsDropped  *prometheus.CounterVec
 	runs          *prometheus.CounterVec
@@ -52,6 +57,10 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_deleted_total",
 			Help: "Rows deleted by sweeps, by sweep, pass and table: the pass's own, its delete_with children's and those its cascades deleted.",
+		}, []string{"sweep", "pass", "table"}),
+		rowsProcessed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_rows_processed_total",
+			Help: "Keys per-row passes handed to their function that did the work (the calls that did not answer false), by sweep, pass and the pass's table; not counted as rows deleted.",
 		}, []string{"sweep", "pass", "table"}),
 		rowsArchived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_archived_total",
@@ -96,7 +105,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Help: "Runs whose end could not be written to the run history (sweeprail.run), by sweep.",
 		}, []string{"sweep"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -107,6 +116,9 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 				m.rowsDeleted.WithLabelValues(s.Name, p, t)
 			}
 			m.partsDropped.WithLabelValues(s.Name, p)
+		}
+		for p, t := range s.PerRow {
+			m.rowsProcessed.WithLabelValues(s.Name, p, t)
 		}
 		for _, p := range s.Archiving {
 			m.rowsArchived.WithLabelValues(s.Name, p)
@@ -132,6 +144,14 @@ func (m *Metrics) RowsDeleted(sweep, pass, table string, n int64) {
 		return
 	}
 	m.rowsDeleted.WithLabelValues(sweep, pass, table).Add(float64(n))
+}
+
+// RowsProcessed adds n to the keys a per-row pass handed to its function, on the pass's table.
+func (m *Metrics) RowsProcessed(sweep, pass, table string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.rowsProcessed.WithLabelValues(sweep, pass, table).Add(float64(n))
 }
 
 // RowsArchived adds n to a pass's archived rows.

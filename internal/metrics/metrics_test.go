@@ -14,7 +14,8 @@ import (
 func labels() metrics.Labels {
 	return metrics.Labels{
 		Sweeps: []metrics.Sweep{
-			{Name: "notifications", Passes: []string{"read"}, Tables: map[string][]string{"read": {"notifications", "deliveries"}}},
+			{Name: "notifications", Passes: []string{"read", "erase"}, Tables: map[string][]string{"read": {"notifications", "deliveries"}},
+				PerRow: map[string]string{"erase": "accounts"}},
 			{Name: "audit-log", Passes: []string{"operational", "compliance"}, Archiving: []string{"operational"},
 				Tables: map[string][]string{"operational": {"audit_log"}, "compliance": {"audit_log"}}},
 		},
@@ -31,6 +32,7 @@ func TestNew(t *testing.T) {
 		}
 		want := map[string]int{
 			"sweeprail_rows_deleted_total":             4, // three passes' tables, one with a child
+			"sweeprail_rows_processed_total":           1, // the one per-row pass, none of the others
 			"sweeprail_rows_archived_total":            1, // the one pass that archives
 			"sweeprail_runs_total":                     6, // two sweeps x three outcomes
 			"sweeprail_run_duration_seconds":           2,
@@ -70,6 +72,7 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 		m.RowsDeleted("notifications", "read", "deliveries", 30)
 		m.RowsDeleted("audit-log", "operational", "audit_log", 7)
 		m.RowsArchived("audit-log", "operational", 7)
+		m.RowsProcessed("notifications", "erase", "accounts", 3)
 		m.Run("notifications", "exhausted", time.Second, true, end)
 		m.Run("audit-log", "batch-error", time.Second, false, end)
 		m.AuthFailure("replayed")
@@ -87,6 +90,9 @@ sweeprail_rows_deleted_total{pass="compliance",sweep="audit-log",table="audit_lo
 sweeprail_rows_deleted_total{pass="operational",sweep="audit-log",table="audit_log"} 7
 sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="deliveries"} 30
 sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="notifications"} 12
+# HELP sweeprail_rows_processed_total Keys per-row passes handed to their function that did the work (the calls that did not answer false), by sweep, pass and the pass's table; not counted as rows deleted.
+# TYPE sweeprail_rows_processed_total counter
+sweeprail_rows_processed_total{pass="erase",sweep="notifications",table="accounts"} 3
 # HELP sweeprail_rows_archived_total Rows moved to an archive table by sweeps (archive_to), by sweep and pass; each was also counted as deleted.
 # TYPE sweeprail_rows_archived_total counter
 sweeprail_rows_archived_total{pass="operational",sweep="audit-log"} 7
@@ -100,7 +106,8 @@ sweeprail_throttled_seconds_total{sweep="audit-log"} 0
 sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
-			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_rows_archived_total", "sweeprail_auth_failures_total",
+			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_rows_processed_total", "sweeprail_rows_archived_total",
+			"sweeprail_auth_failures_total",
 			"sweeprail_throttled_seconds_total"); err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +117,7 @@ sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 		var m *metrics.Metrics
 		m.RowsDeleted("a", "b", "c", 1)
 		m.RowsArchived("a", "b", 1)
+		m.RowsProcessed("a", "b", "c", 1)
 		m.Batch("a", time.Second)
 		m.Run("a", "exhausted", time.Second, true, time.Now())
 		m.AuthFailure("x")

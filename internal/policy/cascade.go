@@ -41,8 +41,12 @@ func checkCascades(p Pass, mode Mode) []problem {
 }
 
 // DeletedTables are the tables pass p deletes from, as sweeprail_rows_deleted_total labels them:
-// its own, its delete_with children's, then its cascades', each once.
+// its own, its delete_with children's, then its cascades', each once. A per-row pass has none:
+// it deletes nothing itself, and its function's calls are counted as keys processed.
 func DeletedTables(p Pass) []string {
+	if p.Mode == ModePerRow {
+		return nil
+	}
 	var out []string
 	add := func(t string) {
 		if !slices.Contains(out, t) {

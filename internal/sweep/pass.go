@@ -143,7 +143,11 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.path), pr.limit)
 		b, err := pr.batch()
 		took := pr.r.cfg.Now().Sub(began)
-		span.End(trace.Result{Rows: b.n, Archived: pr.archived(b), Duration: took, Err: err})
+		deleted, processed := b.n, int64(0)
+		if pr.p.Mode == policy.ModePerRow {
+			deleted, processed = 0, b.n
+		}
+		span.End(trace.Result{Rows: deleted, Processed: processed, Archived: pr.archived(b), Duration: took, Err: err})
 		pr.out.BatchCount++
 		if b.retried {
 			pr.out.LockRetries++
@@ -152,22 +156,20 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		// Each batch's size and duration, at debug level: the metric's histogram only buckets
 		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
 		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.path, "size", pr.limit,
-			"blocks", b.blocks, "deleted", b.n, "archived", pr.archived(b), "took_ms", float64(took.Microseconds())/1000,
+			"blocks", b.blocks, "deleted", deleted, "processed", processed, "archived", pr.archived(b), "took_ms", float64(took.Microseconds())/1000,
 			"retried", b.retried, "failed", err != nil)
 		if err != nil {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}
-		if pr.p.Mode == policy.ModePerRow {
-			pr.out.Processed += b.n
-		} else {
-			pr.out.Deleted += b.n
-		}
+		pr.out.Deleted += deleted
+		pr.out.Processed += processed
+		pr.r.cfg.Metrics.RowsProcessed(pr.sweep, pr.p.Name, pr.p.Table, processed)
 		pr.out.Recovered += b.recovered
 		for i, c := range pr.children {
 			pr.out.Children[i].Rows += c
 		}
-		pr.countRows(b.n)
+		pr.countRows(deleted)
 		if a := pr.archived(b); a > 0 {
 			pr.out.Archived += a
 			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)

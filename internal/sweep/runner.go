@@ -227,7 +227,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			outcome = wire.OutcomeSkipped
 		}
 		r.cfg.Metrics.Run(name, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
-		span.End(trace.Result{Rows: res.Deleted, Archived: res.Archived, Duration: end.Sub(start), StopReason: outcome})
+		span.End(trace.Result{Rows: res.Deleted, Processed: res.Processed, Archived: res.Archived, Duration: end.Sub(start), StopReason: outcome})
 		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted, "processed", res.Processed,
 			"archived", res.Archived, "batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
 	}()
@@ -282,7 +282,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		out, perr := run()
 		out.DurationMs = r.cfg.Now().Sub(began).Milliseconds()
 		out.Cutoff, out.CutoffEpoch, out.AgeUnit = cutoffOf(pr.cutoff, kinds[i], p)
-		passSpan.End(trace.Result{Rows: out.Deleted, Archived: out.Archived, StopReason: string(out.StopReason), Err: perr})
+		passSpan.End(trace.Result{Rows: out.Deleted, Processed: out.Processed, Archived: out.Archived, StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
 		res.Processed += out.Processed

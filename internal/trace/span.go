@@ -25,6 +25,7 @@ const (
 	AttrPath              = attribute.Key("sweeprail.batch.path")
 	AttrBatchSize         = attribute.Key("sweeprail.batch.size")
 	AttrRows              = attribute.Key("sweeprail.rows")
+	AttrProcessed         = attribute.Key("sweeprail.processed")
 	AttrArchived          = attribute.Key("sweeprail.archived")
 	AttrPartitionsDropped = attribute.Key("sweeprail.partitions_dropped")
 	AttrDurationMs        = attribute.Key("sweeprail.duration_ms")
@@ -38,8 +39,10 @@ type Span struct {
 
 // Result is what a span ends with. Zero fields are left out, except Rows.
 type Result struct {
-	// Rows is what the span deleted (or, for a per-row pass, the keys it processed).
-	Rows int64
+	// Rows is the rows the span deleted; Processed the keys a per-row pass handed to its
+	// function that did the work, which are not rows deleted (the answer's processed).
+	Rows      int64
+	Processed int64
 	// Archived and PartitionsDropped are the rows archived and the partitions dropped.
 	Archived          int64
 	PartitionsDropped int64
@@ -111,6 +114,9 @@ func (s *Span) End(r Result) {
 		attrs := []attribute.KeyValue{
 			AttrRows.Int64(r.Rows),
 			AttrDurationMs.Float64(float64(r.Duration.Microseconds()) / 1000),
+		}
+		if r.Processed != 0 {
+			attrs = append(attrs, AttrProcessed.Int64(r.Processed))
 		}
 		if r.Archived != 0 {
 			attrs = append(attrs, AttrArchived.Int64(r.Archived))

@@ -30,7 +30,7 @@ func TestRunSpans(t *testing.T) {
 	_, b := tr.StartBatch(pctx, "archive", 500)
 	b.End(Result{Rows: 0, Archived: 0, Err: failure})
 	pass.End(Result{StopReason: "batch-error", Err: failure})
-	run.End(Result{Rows: 1200, Archived: 40, PartitionsDropped: 2, Duration: time.Second, StopReason: "batch-error", Err: failure})
+	run.End(Result{Rows: 1200, Processed: 3, Archived: 40, PartitionsDropped: 2, Duration: time.Second, StopReason: "batch-error", Err: failure})
 
 	spans := rec.Ended()
 	if len(spans) != 6 {
@@ -57,7 +57,7 @@ func TestRunSpans(t *testing.T) {
 		{SpanPass, SpanRun, map[attribute.Key]any{AttrSweep: "notifications", AttrPass: "read", AttrRows: int64(1200), AttrDurationMs: 30.0, AttrStopReason: "exhausted"}, false},
 		{SpanBatch, SpanPass, map[attribute.Key]any{AttrSweep: "notifications", AttrPass: "unread", AttrPath: "archive", AttrRows: int64(0)}, true},
 		{SpanPass, SpanRun, map[attribute.Key]any{AttrPass: "unread", AttrStopReason: "batch-error"}, true},
-		{SpanRun, "", map[attribute.Key]any{AttrSweep: "notifications", AttrRunID: "run-7", AttrRows: int64(1200), AttrArchived: int64(40),
+		{SpanRun, "", map[attribute.Key]any{AttrSweep: "notifications", AttrRunID: "run-7", AttrRows: int64(1200), AttrProcessed: int64(3), AttrArchived: int64(40),
 			AttrPartitionsDropped: int64(2), AttrDurationMs: 1000.0, AttrStopReason: "batch-error"}, true},
 	} {
 		s := spans[i]
