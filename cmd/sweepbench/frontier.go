@@ -66,19 +66,8 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		contestants = append(contestants, contestant{key: s.key, db: fmt.Sprintf("f_c%d", i), name: name,
 			setup: b.railSetup(b.s.binDir, "notifications", s.env)})
 	}
-	err = b.addRounds("frontier", b.began, roundsBudget, func() bool { return res.rounds.clean() >= b.s.rounds }, func(n int) error {
-		what := fmt.Sprintf("frontier round %d", n)
-		rd, err := b.fgRound(ctx, n, what, tpl)
-		if err == nil {
-			err = b.play(ctx, what, &rd, contestants, tpl, probe{fg: true}, eligible)
-		}
-		res.rounds = append(res.rounds, rd)
-		return err
-	})
-	if err != nil {
-		return res, err
-	}
-	return res, b.drop(ctx, tpl)
+	res.rounds, err = b.foregroundRounds(ctx, "frontier", "frontier round", tpl, contestants, eligible)
+	return res, err
 }
 
 func (b *bench) renderFrontier(r frontierResult) string {

@@ -64,21 +64,28 @@ func (b *bench) sideBySide(ctx context.Context) (sideResult, error) {
 		contestants = append(contestants, contestant{key: "C′", db: "c_variant",
 			name: "the rail with " + strings.Join(what, ", "), setup: b.railSetup(bin, "notifications", b.s.variantEnv)})
 	}
-	// Rounds run until enough are clean, within a cap on rounds and on time: a disturbed round
-	// is kept in the report's round list but left out of the medians.
-	err = b.addRounds("side by side", b.began, roundsBudget, func() bool { return res.rounds.clean() >= b.s.rounds }, func(n int) error {
-		what := fmt.Sprintf("round %d", n)
+	res.rounds, err = b.foregroundRounds(ctx, "side by side", "round", tpl, contestants, eligible)
+	return res, err
+}
+
+// foregroundRounds plays cs beside the foreground workload, each round after the foreground
+// alone, then drops the template tpl. Rounds run until enough are clean, within a cap on rounds
+// and on time: a disturbed round is kept in the report's round list but left out of the medians.
+func (b *bench) foregroundRounds(ctx context.Context, run, roundName, tpl string, cs []contestant, eligible int64) (rounds, error) {
+	var rs rounds
+	err := b.addRounds(run, b.began, roundsBudget, func() bool { return rs.clean() >= b.s.rounds }, func(n int) error {
+		what := fmt.Sprintf("%s %d", roundName, n)
 		rd, err := b.fgRound(ctx, n, what, tpl)
 		if err == nil {
-			err = b.play(ctx, what, &rd, contestants, tpl, probe{fg: true}, eligible)
+			err = b.play(ctx, what, &rd, cs, tpl, probe{fg: true}, eligible)
 		}
-		res.rounds = append(res.rounds, rd)
+		rs = append(rs, rd)
 		return err
 	})
 	if err != nil {
-		return res, err
+		return rs, err
 	}
-	return res, b.drop(ctx, tpl)
+	return rs, b.drop(ctx, tpl)
 }
 
 // play runs each of cs in round rd, within p, each to delete want rows.

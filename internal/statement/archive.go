@@ -62,6 +62,18 @@ type Archive struct {
 // RETURNING a row at a time, and one without in its batches. key is the swept table's primary
 // key of one column, of SQL type keyType, which the archive holds as its key.
 func BuildForeignArchive(p policy.Pass, k Kind, columns []string, key, keyType string) Archive {
+	unlocked, locked, single := keyedArchive(p, k, columns, key, "archive-keyed-batch", "archive-keyed-single")
+	return Archive{
+		Unlocked: unlocked,
+		Locked:   locked,
+		Single:   single,
+		Count:    render("archive-count", struct{ Archive, Key, KeyType string }{QuoteName(p.ArchiveTo), ident(key), keyType}),
+	}
+}
+
+// keyedArchive renders the batches, both lock forms, and the single statement of an archiving
+// pass whose templates batch and single also name the swept table's key of one column.
+func keyedArchive(p policy.Pass, k Kind, columns []string, key, batch, single string) (unlocked, locked Batch, one string) {
 	v := newPass(p, k)
 	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
 	type keyed struct {
@@ -69,14 +81,9 @@ func BuildForeignArchive(p policy.Pass, k Kind, columns []string, key, keyType s
 		Key string
 	}
 	wrap := func(d deletion) string {
-		return render("archive-keyed-batch", keyed{wrapper{pass: v, Delete: deletionSQL(d), Insert: insert}, ident(key)})
+		return render(batch, keyed{wrapper{pass: v, Delete: deletionSQL(d), Insert: insert}, ident(key)})
 	}
-	return Archive{
-		Unlocked: batches(v, false, wrap),
-		Locked:   batches(v, true, wrap),
-		Single:   render("archive-keyed-single", keyed{wrapper{pass: v, Insert: insert}, ident(key)}),
-		Count:    render("archive-count", struct{ Archive, Key, KeyType string }{QuoteName(p.ArchiveTo), ident(key), keyType}),
-	}
+	return batches(v, false, wrap), batches(v, true, wrap), render(single, keyed{wrapper{pass: v, Insert: insert}, ident(key)})
 }
 
 // BuildArchive renders the statements that move pass p's rows to its archive_to, for an age
@@ -107,19 +114,11 @@ type Heal struct {
 // BuildHeal renders pass p's healing statements, as BuildArchive, for a swept table whose
 // primary key is the one column key, of SQL type keyType.
 func BuildHeal(p policy.Pass, k Kind, columns []string, key, keyType string) Heal {
-	v := newPass(p, k)
-	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
-	type healing struct {
-		wrapper
-		Key string
-	}
-	wrap := func(d deletion) string {
-		return render("archive-heal-batch", healing{wrapper{pass: v, Delete: deletionSQL(d), Insert: insert}, ident(key)})
-	}
+	unlocked, locked, single := keyedArchive(p, k, columns, key, "archive-heal-batch", "archive-heal-single")
 	return Heal{
-		Unlocked: batches(v, false, wrap),
-		Locked:   batches(v, true, wrap),
-		Single:   render("archive-heal-single", healing{wrapper{pass: v, Insert: insert}, ident(key)}),
+		Unlocked: unlocked,
+		Locked:   locked,
+		Single:   single,
 		Held: render("archive-held", struct{ Key, Columns, Archive, KeyType string }{
 			ident(key), ColumnList("a", columns), QuoteName(p.ArchiveTo), keyType}),
 	}
