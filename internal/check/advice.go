@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
@@ -63,7 +64,8 @@ func (c *checker) adviseAgeIndexes(ctx context.Context) error {
 }
 
 // sharedConjuncts is the simple conjuncts (policy.PartialPredicate's) that every refused pass's
-// where holds, joined by AND: what an index serving them all may be partial on.
+// where holds, joined by AND, as the first pass spells them: what an index serving them all may
+// be partial on.
 func sharedConjuncts(refused []ageRefusal) string {
 	var shared []string
 	for i, r := range refused {
@@ -76,7 +78,47 @@ func sharedConjuncts(refused []ageRefusal) string {
 			shared = parts
 			continue
 		}
-		shared = slices.DeleteFunc(shared, func(s string) bool { return !slices.Contains(parts, s) })
+		keys := map[string]bool{}
+		for _, p := range parts {
+			keys[conjunctKey(p)] = true
+		}
+		shared = slices.DeleteFunc(shared, func(s string) bool { return !keys[conjunctKey(s)] })
 	}
 	return strings.Join(shared, " AND ")
+}
+
+// conjunctKey is what a simple conjunct is compared by: two that PostgreSQL reads alike, told
+// apart only by the case of unquoted words, by spacing or by != for <>, share a key. Quoted
+// literals and identifiers are kept as written, since their case and spaces matter.
+func conjunctKey(s string) string {
+	word := func(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
+	var out []rune
+	var quote rune // the open quote, 0 outside one
+	spaced := false
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			out = append(out, r)
+			if r == quote {
+				quote = 0
+			}
+			continue
+		case unicode.IsSpace(r):
+			spaced = true
+			continue
+		}
+		// A space matters only between two words (a NOT IN, not anot IN).
+		if spaced && len(out) > 0 && word(out[len(out)-1]) && word(r) {
+			out = append(out, ' ')
+		}
+		spaced = false
+		switch {
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '=' && len(out) > 0 && out[len(out)-1] == '!':
+			out[len(out)-1], r = '<', '>'
+		}
+		out = append(out, unicode.ToLower(r))
+	}
+	return string(out)
 }

@@ -108,3 +108,48 @@ ANALYZE inbox_items`)
 	size := func(s string) string { return s[strings.Index(s, "(about ")+7 : strings.Index(s, " by the planner")] }
 	t.Logf("partial %s, full %s", size(advice("read_at")), size(advice("sent_at")))
 }
+
+// TestIndexAdviceShared suggests one index for two refused passes of a table that share a
+// condition, partial on that condition alone (neither pass's own bucket), and checks that the
+// index suggested serves both passes once it exists.
+func TestIndexAdviceShared(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, second string
+	}{
+		// The shared condition stands first in one where and last in the other.
+		{"reordered", "t.bucket = 'debug' AND t.state = 'closed'"},
+		// Spelt apart only where PostgreSQL reads it the same.
+		{"spelt apart", "t.bucket = 'debug' AND T.State='closed'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			exec(t, pool, `CREATE TABLE case_notes (id bigserial PRIMARY KEY, state text NOT NULL, bucket text NOT NULL, noted_at timestamptz NOT NULL)`)
+			pass := func(name, where string) policy.Pass {
+				return policy.Pass{Name: name, Table: "case_notes", AgeColumn: "noted_at", Retention: 30 * 24 * time.Hour, Where: where}
+			}
+			specs := []policy.Spec{{Name: "cases", Passes: []policy.Pass{
+				pass("operational", "t.state = 'closed' AND t.bucket = 'operational'"),
+				pass("debug", tt.second),
+			}}}
+			_, err := check.Specs(ctx, pool, specs)
+			if err == nil {
+				t.Fatal("accepted two passes no index serves")
+			}
+			msg := err.Error()
+			const want = "CREATE INDEX CONCURRENTLY ON case_notes (noted_at) WHERE state = 'closed';"
+			if n := strings.Count(msg, "CREATE INDEX"); n != 1 || !strings.Contains(msg, want) {
+				t.Fatalf("advice:\n%s\nwant one suggestion, %s", msg, want)
+			}
+			if !strings.Contains(msg, `pass "debug" of sweep "cases": no index serves the batch select, so every batch would read all of table "case_notes": the index suggested for pass "operational" of sweep "cases" serves this pass too`) {
+				t.Fatalf("advice:\n%s\nwant pass debug to name the index suggested for pass operational", msg)
+			}
+			exec(t, pool, strings.TrimSuffix(want, ";"))
+			if _, err := check.Specs(ctx, pool, specs); err != nil {
+				t.Fatalf("the suggested index does not serve both passes: %v", err)
+			}
+		})
+	}
+}
