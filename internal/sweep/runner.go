@@ -280,9 +280,11 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		}
 		began := r.cfg.Now()
 		out, perr := run()
-		out.DurationMs = r.cfg.Now().Sub(began).Milliseconds()
+		took := r.cfg.Now().Sub(began)
+		out.DurationMs = took.Milliseconds()
 		out.Cutoff, out.CutoffEpoch, out.AgeUnit = cutoffOf(pr.cutoff, kinds[i], p)
-		passSpan.End(trace.Result{Rows: out.Deleted, Processed: out.Processed, Archived: out.Archived, StopReason: string(out.StopReason), Err: perr})
+		passSpan.End(trace.Result{Rows: out.Deleted, Processed: out.Processed, Archived: out.Archived, Duration: took,
+			StopReason: string(out.StopReason), Err: perr})
 		res.Passes = append(res.Passes, out)
 		res.Deleted += out.Deleted
 		res.Processed += out.Processed

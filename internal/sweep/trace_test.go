@@ -48,4 +48,12 @@ func TestRunTracing(t *testing.T) {
 		byName[trace.SpanBatch].Parent().SpanID() != byName[trace.SpanPass].SpanContext().SpanID() {
 		t.Fatal("the spans do not nest run → pass → batch")
 	}
+	// Each span's duration is its own, as the runner's clock measured it.
+	for name, s := range byName {
+		for _, kv := range s.Attributes() {
+			if kv.Key == trace.AttrDurationMs && kv.Value.AsFloat64() <= 0 {
+				t.Errorf("%s: %s = %v, want the span's duration", name, kv.Key, kv.Value.AsFloat64())
+			}
+		}
+	}
 }
