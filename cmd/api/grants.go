@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sweeprail/sweeprail/internal/partition"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
@@ -51,11 +52,34 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, g)
 	}
 	writeUserMappings(stdout, pol.Specs, r)
+	writeDefiners(stdout, pol.Specs, *role)
 	if environ["MAX_REPLICA_LAG"] != "" || environ["MAX_REPLICA_LAG_BYTES"] != "" {
 		fmt.Fprintln(stdout, "-- MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: reading the standbys' lag on the primary.")
 		fmt.Fprintf(stdout, "GRANT pg_monitor TO %s;\n", r)
 	}
 	return nil
+}
+
+// writeDefiners prints, for each table a partitions pass drops partitions of, the drop function
+// that lets the role do it without owning the table: the table's owner runs it once (again after
+// a new sweeprail version, which may change it; CREATE OR REPLACE keeps the grant).
+func writeDefiners(w io.Writer, specs []policy.Spec, role string) {
+	seen := map[string]bool{}
+	for _, s := range policy.Normalize(specs) {
+		for _, p := range s.Passes {
+			if p.Mode != policy.ModePartitions || seen[p.Table] {
+				continue
+			}
+			seen[p.Table] = true
+			fmt.Fprintf(w, "-- mode partitions on %s: the function that detaches and drops its partitions ending at or before a cutoff,\n", p.Table)
+			fmt.Fprintln(w, "-- and nothing else, for the role alone. Run by the table's owner (it runs as its creator).")
+			fmt.Fprintln(w, partition.DefinerSQL(p.Table, role))
+			if p.Boundary != policy.BoundaryKeep {
+				fmt.Fprintf(w, "-- boundary: delete reads and deletes in the partition that holds the cutoff directly: grant each partition of %s,\n", p.Table)
+				fmt.Fprintf(w, "-- as it is created (pg_partman: inherit_privileges), GRANT SELECT, UPDATE, DELETE ON <partition> TO %s;\n", pgx.Identifier{role}.Sanitize())
+			}
+		}
+	}
 }
 
 // writeUserMappings prints, for each archive_to table, the user mapping the role needs when that

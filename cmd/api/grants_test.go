@@ -151,6 +151,111 @@ func TestGrants(t *testing.T) {
 		}
 	})
 
+	// A partitions pass on a table the role does not own: the drop function api grants prints,
+	// created by the table's owner, lets the API drop the expired partitions on exactly those
+	// grants, and nothing more.
+	t.Run("a partitions pass through the drop function", func(t *testing.T) {
+		partPolicy := filepath.Join(dir, "partitions.yaml")
+		if err := os.WriteFile(partPolicy, []byte(`sweeps:
+  - name: events
+    passes:
+      - name: expired
+        table: part_events
+        age_column: at
+        retention: 3d
+        mode: partitions
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		role := "sweeper_" + randomHex(t)
+		out := grantsFor(t, map[string]string{}, "--role", role, partPolicy)
+		if !strings.Contains(out, `CREATE OR REPLACE FUNCTION @FN@(part regclass, cutoff text, keep boolean DEFAULT false)`) {
+			t.Fatalf("grants lack the drop function:\n%s", out)
+		}
+		u := dbtest.URL(t)
+		admin, err := dbpool.NewPool(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(admin.Close)
+		exec := func(sql string) {
+			t.Helper()
+			if _, err := admin.Exec(context.Background(), sql); err != nil {
+				t.Fatalf("%v\n%s", err, sql)
+			}
+		}
+		exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
+		t.Cleanup(func() {
+			_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+			_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
+		})
+		// Ten daily partitions, the last ending tomorrow, one row at each day's noon.
+		exec(`CREATE TABLE part_events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)`)
+		exec(`CREATE INDEX ON part_events (at)`)
+		exec(`DO $$ BEGIN FOR i IN 0..9 LOOP
+			EXECUTE format('CREATE TABLE part_events_%s PARTITION OF part_events FOR VALUES FROM (%L) TO (%L)', i,
+				date_trunc('day', now()) - (8 - i) * interval '1 day', date_trunc('day', now()) - (7 - i) * interval '1 day');
+		END LOOP; END $$`)
+		exec(`INSERT INTO part_events SELECT i, date_trunc('day', now()) - (8 - i) * interval '1 day' + interval '12 hours' FROM generate_series(0, 9) i`)
+		for _, stmt := range grantStatements(out) {
+			exec(stmt)
+		}
+		check := func() (string, error) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"api", "policy", "check", partPolicy},
+				map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me")}, &out, &errOut)
+			return out.String() + errOut.String(), err
+		}
+		// The boundary's batches need the partitions' own grants, as the grants' comment says.
+		if out, err := check(); err == nil || !strings.Contains(out, "lacks SELECT, UPDATE, DELETE on 10 partitions") {
+			t.Fatalf("policy check without the partitions' grants: %v\n%s", err, out)
+		}
+		exec(`DO $$ BEGIN FOR i IN 0..9 LOOP EXECUTE format('GRANT SELECT, UPDATE, DELETE ON part_events_%s TO ` + role + `', i); END LOOP; END $$`)
+		if out, err := check(); err != nil || !strings.Contains(out, "through its drop function public.sweeprail_drop_part_events") {
+			t.Fatalf("policy check: %v\n%s", err, out)
+		}
+		s := startServe(t, map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
+			"SWEEP_POLICY_FILE": partPolicy})
+		resp, err := http.DefaultClient.Do(signedRequest(t, http.MethodPost, s.url+"/internal/sweep-events", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res wire.Result
+		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+			t.Fatal(err)
+		}
+		// The cutoff is 3 days ago: partitions 0–4 end at or before it, 5 holds it.
+		if resp.StatusCode != http.StatusOK || res.StopReason != wire.StopExhausted || len(res.Passes) != 1 || res.Passes[0].PartitionsDropped != 5 {
+			t.Fatalf("as the role with the drop function: %d %+v (error %+v), want exhausted with 5 partitions dropped", resp.StatusCode, res, res.Error)
+		}
+		var left []string
+		if err := admin.QueryRow(context.Background(), `SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'part_events'::regclass`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(left, ",") != "part_events_5,part_events_6,part_events_7,part_events_8,part_events_9" {
+			t.Errorf("partitions left: %v, want 5–9", left)
+		}
+		// The boundary's batches took partition 5's row when it is past the cutoff, and no other.
+		var old, kept int
+		if err := admin.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE at < $1), count(*) FILTER (WHERE at >= $1) FROM part_events`,
+			res.Passes[0].Cutoff).Scan(&old, &kept); err != nil || old != 0 || kept < 4 {
+			t.Errorf("%d rows past the cutoff and %d kept (%v), want 0 and days 6–9's at least", old, kept, err)
+		}
+		role2 := withUser(t, u, role, "change-me")
+		as, err := dbpool.NewPool(context.Background(), role2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(as.Close)
+		for _, stmt := range []string{`DROP TABLE part_events`, `DROP TABLE part_events_9`, `TRUNCATE part_events`} {
+			if _, err := as.Exec(context.Background(), stmt); err == nil || !strings.Contains(err.Error(), "42501") {
+				t.Errorf("%s as the role: %v, want 42501", stmt, err)
+			}
+		}
+	})
+
 	// An archiving pass adds INSERT on its archive (and USAGE on the archive's schema), and the
 	// API runs it, policy check included, on exactly those.
 	t.Run("an archiving pass", func(t *testing.T) {
@@ -213,4 +318,19 @@ func TestGrants(t *testing.T) {
 			t.Fatalf("archive holds %d rows (%v), want 25", n, err)
 		}
 	})
+}
+
+// grantStatements splits api grants' output into statements, each DO block whole.
+func grantStatements(out string) []string {
+	var stmts []string
+	for {
+		begin := strings.Index(out, "DO $do$")
+		if begin < 0 {
+			return append(stmts, sqlStatements(out)...)
+		}
+		end := strings.Index(out[begin:], "$do$;") + begin + len("$do$;")
+		stmts = append(stmts, sqlStatements(out[:begin])...)
+		stmts = append(stmts, out[begin:end])
+		out = out[end:]
+	}
 }

@@ -23,6 +23,11 @@ type Info struct {
 	// DetachPending names a partition whose DETACH … CONCURRENTLY was interrupted, if any: the
 	// server detaches no other partition concurrently until it is finalized.
 	DetachPending string
+	// Definer is the table's drop function when the role will drop through it (it is usable,
+	// FindDefiner); empty when the role detaches and drops directly, as the table's owner.
+	Definer string
+	// Owns: the role owns the table (or is a member of its owner).
+	Owns bool
 }
 
 // RefusedError is Describe's answer for a table that mode partitions cannot sweep, with the reason.
@@ -41,8 +46,9 @@ const maxNamed = 5
 // Describe checks that table (name or schema.name) can be swept by dropping partitions on column:
 // it is partitioned by RANGE on that column alone (not an expression), a timestamptz, timestamp or
 // date; no partition is itself partitioned; every bound is one the package reads; and the current
-// role may detach and drop: it owns (or inherits the privileges of the owner of) the table, for
-// DETACH, and each partition, for DROP. A table that fails is a *RefusedError saying why; any
+// role may detach and drop: through the table's drop function when it is usable (Info.Definer),
+// else directly, as the owner (or a member of the owner) of the table, for DETACH, and of each
+// partition, for DROP. A table that fails is a *RefusedError saying why; any
 // other error is the database's.
 func Describe(ctx context.Context, q Querier, table, column string) (Info, error) {
 	refuse := func(format string, args ...any) (Info, error) {
@@ -112,8 +118,21 @@ FROM parent`, quoteQualified(table)).Scan(&strat, &natts, &keydef, &keyColumn, &
 		info.DetachPending = pending[0]
 	}
 
+	def, err := FindDefiner(ctx, q, table)
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", table, err)
+	}
+	info.Owns = owns
+	if def.Usable {
+		info.Definer = def.Function
+		return info, nil
+	}
 	if !owns {
-		return refuse("is owned by %q, and role %q is not a member of it: DETACH PARTITION needs the table's owner", owner, role)
+		fix := fmt.Sprintf("have the table's owner create the drop function %s (api grants prints it) and grant EXECUTE on it, or make role %q a member of %q", def.Function, role, owner)
+		if def.Why != "" {
+			return refuse("is owned by %q, and role %q is not a member of it; its drop function %s %s: %s", owner, role, def.Function, def.Why, fix)
+		}
+		return refuse("is owned by %q, and role %q is not a member of it, and there is no drop function %s: DETACH PARTITION needs the table's owner; %s", owner, role, def.Function, fix)
 	}
 	rows, err := q.Query(ctx, `
 SELECT format('%I.%I', n.nspname, c.relname) || ' (owner ' || quote_ident(pg_get_userbyid(c.relowner)) || ')'

@@ -23,6 +23,13 @@ type DropOptions struct {
 	KeepDetached bool
 	// NoConcurrently detaches plainly even where DETACH … CONCURRENTLY is allowed.
 	NoConcurrently bool
+	// Definer, when set, is the table's drop function (FindDefiner): Drop calls it, in one
+	// transaction under the timeouts, instead of running DETACH and DROP itself, so a role that
+	// does not own the table needs only EXECUTE on it. Its detach is plain, never CONCURRENTLY.
+	Definer string
+	// Cutoff is the cutoff the drop function checks the partition's upper bound against
+	// (CutoffArg, CutoffArgEpoch); required with Definer.
+	Cutoff string
 }
 
 // Outcome says what Drop did.
@@ -67,6 +74,9 @@ var ErrDefaultPartition = errors.New("the default partition is never dropped")
 // when Drop comes to it:
 //
 //   - gone from its table already: nothing to do (Outcome.Gone);
+//   - with opts.Definer: the table's drop function detaches (finalizing a detach-pending
+//     partition) and drops it, in one transaction under the timeouts; it refuses (42501) a
+//     partition that does not end at or before opts.Cutoff;
 //   - detach-pending (an interrupted DETACH … CONCURRENTLY): DETACH … FINALIZE, then DROP TABLE,
 //     in one transaction;
 //   - else, where the server allows DETACH … CONCURRENTLY (no default partition, no other
@@ -100,6 +110,8 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 		return out, ErrDefaultPartition
 	case opts.LockTimeout <= 0:
 		return out, errors.New("a lock timeout is required")
+	case opts.Definer != "" && opts.Cutoff == "":
+		return out, errors.New("a drop function needs the cutoff")
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -115,6 +127,14 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 	out.Partition = st.name
 	d.st = st
 
+	if opts.Definer != "" {
+		// The function finalizes a detach-pending partition itself.
+		if err := d.viaDefiner(ctx, p); err != nil {
+			return out, err
+		}
+		out.Finalized, out.Detached, out.Dropped = st.pending, true, !d.keep
+		return out, nil
+	}
 	if st.pending {
 		if err := d.finalize(ctx); err != nil {
 			return out, &IncompleteError{Partition: st.name, State: "detach-pending", Statement: st.finalize(), Err: err}
@@ -332,6 +352,14 @@ func (d *dropper) finalizeOnce(ctx context.Context) error {
 			return err
 		}
 		return d.dropIn(ctx, tx)
+	})
+}
+
+// viaDefiner has the table's drop function detach and drop the partition, in one transaction.
+func (d *dropper) viaDefiner(ctx context.Context, p Partition) error {
+	return d.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "SELECT "+d.opts.Definer+"($1::oid::regclass, $2, $3)", p.OID, d.opts.Cutoff, d.keep)
+		return err
 	})
 }
 

@@ -23,8 +23,9 @@ import (
 //     is SECURITY DEFINER, else the role's too: the comment says so);
 //   - every schema named: USAGE.
 //
-// A partitions-mode pass also needs to own its table's partitions, which no GRANT gives: that is
-// a comment line.
+// A partitions-mode pass also needs to detach and drop its table's partitions, which no GRANT
+// gives: a comment line says so, and the caller prints the drop function that does it for the
+// role (partition.DefinerSQL).
 func Grants(specs []policy.Spec, role string) []string {
 	r := pgx.Identifier{role}.Sanitize()
 	tables := map[string]map[string]bool{}
@@ -61,7 +62,7 @@ func Grants(specs []policy.Spec, role string) []string {
 				functions = append(functions, fmt.Sprintf("-- %s runs with the role's privileges unless it is SECURITY DEFINER: grant what it writes too.\nGRANT EXECUTE ON FUNCTION %s TO %s;",
 					p.Function, QuoteName(p.Function), r))
 			case policy.ModePartitions:
-				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: the role must own that table (DETACH PARTITION) and its partitions (DROP TABLE), or be a member of their owner; no GRANT gives either.",
+				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: DETACH PARTITION and DROP TABLE need the table's owner, which no GRANT gives; the drop function below does it for the role (or make the role a member of the owner, which archive_schema needs).",
 					p.Name, s.Name, p.Table))
 			}
 		}

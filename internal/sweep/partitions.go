@@ -31,6 +31,13 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		return pr.out, fmt.Errorf("list partitions: %w", err)
 	}
 	cut := cutAt(parts, pr.kind, pr.cutoff)
+	var def partition.Definer
+	if len(cut.Expired) > 0 {
+		if def, err = partition.FindDefiner(pr.db, pr.r.cfg.Pool, pr.p.Table); err != nil {
+			pr.out.StopReason = wire.StopBatchError
+			return pr.out, err
+		}
+	}
 	for _, part := range cut.Expired {
 		if reason := pr.stop(maxBatches); reason != "" {
 			pr.out.StopReason = reason
@@ -38,9 +45,15 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		}
 		began := pr.r.cfg.Now()
 		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, "drop-partition", 0)
-		out, err := partition.Drop(pr.db, pr.r.cfg.Pool, part, partition.DropOptions{
+		opts := partition.DropOptions{
 			LockTimeout: s.LockTimeout, StatementTimeout: s.StatementTimeout, KeepDetached: pr.p.KeepDetached || pr.p.ArchiveSchema != "",
-		})
+		}
+		// The table's drop function when it is usable: the role then needs no ownership. Moving a
+		// partition to archive_schema needs its owner all the same.
+		if def.Usable && pr.p.ArchiveSchema == "" {
+			opts.Definer, opts.Cutoff = def.Function, cutoffArg(part, pr.kind, pr.cutoff)
+		}
+		out, err := partition.Drop(pr.db, pr.r.cfg.Pool, part, opts)
 		if err == nil && pr.p.ArchiveSchema != "" && out.Detached && !out.Gone {
 			err = pr.moveToArchive(part.Name)
 		}
@@ -88,6 +101,15 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		}
 	}
 	return total, nil
+}
+
+// cutoffArg is the cutoff as the drop function of part's table compares it with part's bound,
+// as cutAt does.
+func cutoffArg(part partition.Partition, k statement.Kind, cutoff time.Time) string {
+	if k.Epoch() {
+		return partition.CutoffArgEpoch(statement.EpochOf(k, cutoff))
+	}
+	return partition.CutoffArg(part.Key, cutoff)
 }
 
 // cutAt divides parts at cutoff as an age column of kind k compares with it: the instant, or for
