@@ -190,7 +190,7 @@ func TestLoadAPIBounds(t *testing.T) {
 			[]string{"BATCH_STATEMENT_TIMEOUT=597h must be within 1ms..596h31m23.647s"}},
 		{"signature max age below a second", map[string]string{"SIGNATURE_MAX_AGE": "999ms"},
 			[]string{"SIGNATURE_MAX_AGE=999ms must be >= 1s"}},
-		// Issue 15, row 9: a ten-year window accepted a five-year-old signature.
+		// A ten-year window once accepted a five-year-old signature.
 		{"signature max age ten years", map[string]string{"SIGNATURE_MAX_AGE": "87600h"},
 			[]string{"SIGNATURE_MAX_AGE=87600h must be <= 5m0s"}},
 		{"signature max age just above 5m", map[string]string{"SIGNATURE_MAX_AGE": "5m1s"},
@@ -375,7 +375,7 @@ func TestLoadAPISigningKeys(t *testing.T) {
 			[]string{"INTERNAL_SIGNING_KEY_PREVIOUS (40 bytes, value not shown) is set but INTERNAL_SIGNING_KEY is empty"}},
 		{"both short", map[string]string{"INTERNAL_SIGNING_KEY": short, "INTERNAL_SIGNING_KEY_PREVIOUS": "x"}, short,
 			[]string{"INTERNAL_SIGNING_KEY (31 bytes", "INTERNAL_SIGNING_KEY_PREVIOUS (1 bytes"}},
-		// Issue 15, row 9: 32 copies of one letter booted in production.
+		// 32 copies of one letter once booted in production.
 		{"production key of one repeated byte", map[string]string{"APP_ENV": "production", "INTERNAL_SIGNING_KEY": strings.Repeat("a", 32)},
 			strings.Repeat("a", 32),
 			[]string{"INTERNAL_SIGNING_KEY (32 bytes, value not shown) has 1 distinct bytes: APP_ENV=production needs at least 16"}},

@@ -125,7 +125,7 @@ func TestCheckPolicyRefuses(t *testing.T) {
 			[]string{`p.yaml:11: pass "p" of sweep "s": keep guard references column "event_id", which does not exist in table "outbox_events"`}},
 		{"guard of another type", passYAML("email_messages", "created_at", "keep_while_referenced_by:", "  - {table: notifications, column: account_id}"),
 			[]string{`p.yaml:9: pass "p" of sweep "s": keep guard notifications.account_id = email_messages.id does not compile: operator does not exist: uuid = bigint (SQLSTATE 42883)`}},
-		// Issue 15, rows 2 and 3: conditions that write or change the session, even in a dry run.
+		// Conditions that write or change the session, even in a dry run.
 		{"condition calling a writing function", passYAML("notifications", "read_at", "where: (SELECT count(*) FROM accounts a WHERE wipe_account(a.id)) >= 0"),
 			[]string{`p.yaml:8: pass "p" of sweep "s": the condition calls VOLATILE wipe_account`}},
 		{"condition changing the session", passYAML("notifications", "read_at", "where: set_config('default_transaction_read_only', 'on', false) IS NOT NULL"),
