@@ -38,25 +38,24 @@ func ConnConfig(dsn string) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	explicit, err := setsExecMode(dsn)
-	if err != nil {
+	if err := defaultExecMode(dsn, cc); err != nil {
 		return nil, err
-	}
-	if !explicit {
-		cc.DefaultQueryExecMode = DefaultQueryExecMode
 	}
 	return cc, nil
 }
 
-// setsExecMode reports whether dsn names a query mode. pgx removes the parameter from the parsed
-// config, so it is read from pgconn's parse, which keeps every unknown parameter.
-func setsExecMode(dsn string) (bool, error) {
+// defaultExecMode sets cc, parsed from dsn, to DefaultQueryExecMode unless dsn names a query
+// mode. pgx removes the parameter from the parsed config, so it is read from pgconn's parse,
+// which keeps every unknown parameter.
+func defaultExecMode(dsn string, cc *pgx.ConnConfig) error {
 	c, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return false, err
+		return err
 	}
-	_, ok := c.RuntimeParams[execModeParam]
-	return ok, nil
+	if _, explicit := c.RuntimeParams[execModeParam]; !explicit {
+		cc.DefaultQueryExecMode = DefaultQueryExecMode
+	}
+	return nil
 }
 
 // resetSQL is DISCARD ALL without its DEALLOCATE ALL: pgx keeps a cache of prepared statements
@@ -94,12 +93,8 @@ func PoolConfig(dsn string) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	explicit, err := setsExecMode(dsn)
-	if err != nil {
+	if err := defaultExecMode(dsn, cfg.ConnConfig); err != nil {
 		return nil, err
-	}
-	if !explicit {
-		cfg.ConnConfig.DefaultQueryExecMode = DefaultQueryExecMode
 	}
 	return cfg, nil
 }
