@@ -376,7 +376,9 @@ func (a answer) envelope(t *testing.T) (code, message string) {
 
 // client has no kept-alive connections: a server killed by a test must not leave one behind for
 // the next request to trip on.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 60 * time.Second}
+// client waits for the server's answer to a request that expects 100-continue before it writes
+// the body, as a careful client of a large upload does.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: 5 * time.Second}, Timeout: 60 * time.Second}
 
 // signed is what one signature covers, and what is sent.
 type signed struct {

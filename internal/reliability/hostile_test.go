@@ -188,7 +188,13 @@ func TestHostileRequests(t *testing.T) {
 			if before.notifications.eligible == 0 {
 				t.Fatal("no eligible rows: a request let through would prove nothing")
 			}
-			a := send(tc.req.request(t, api.url))
+			req := tc.req.request(t, api.url)
+			if len(tc.req.body) > 1<<10 {
+				// The server refuses a body over its cap from Content-Length, unread, and closes
+				// the connection: a client still writing it could see the reset before the 413.
+				req.Header.Set("Expect", "100-continue")
+			}
+			a := send(req)
 			if a.err != nil {
 				t.Fatal(a.err)
 			}
