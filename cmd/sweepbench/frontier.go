@@ -25,16 +25,17 @@ type frontierSetting struct {
 // gentleKey names the one docs/CRON.md recommends beside live traffic ("Gentle on live
 // traffic"), which the report holds to its target.
 var frontierSettings = []frontierSetting{
-	{"C", nil, "defaults (100 ms batches)"},
-	{"C·20", []string{"BATCH_TARGET=20ms"}, "20 ms batches"},
+	{"C", nil, "defaults"},
+	{"C·10", []string{"BATCH_TARGET=10ms"}, "10 ms batches"},
 	{"C·5", []string{"BATCH_TARGET=5ms", "BATCH_SIZE=200"}, "5 ms batches, from 200 rows"},
 	{"C·2", []string{"BATCH_TARGET=2ms", "BATCH_SIZE=100"}, "2 ms batches, from 100 rows"},
+	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows"},
 }
 
 // gentleKey is the gentle setting, and its targets against B in the same rounds: a foreground
 // p99 over idle no worse than B's, at least gentleVsBatched times B's rows/s.
 const (
-	gentleKey       = "C·5"
+	gentleKey       = "C·2"
 	gentleVsBatched = 5.0
 )
 
@@ -60,6 +61,9 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 	contestants := baselines("f_", res.batchSize)
 	for i, s := range frontierSettings {
 		name := "the rail, " + s.what
+		if s.env == nil {
+			name += fmt.Sprintf(" (%s batches)", fmtDuration(defaults.BatchTarget))
+		}
 		if len(s.env) > 0 {
 			name += ": `" + strings.Join(s.env, " ") + "`"
 		}

@@ -68,7 +68,7 @@ func runDefs() []runDef {
 		{name: "side-by-side", summary: "the rail against a monolithic DELETE and ordered batches, with a foreground workload",
 			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, measure: report((*bench).sideBySide, (*bench).renderSideBySide)},
 		{name: "paths", summary: "each access path on a dense, a sparse, a job-queue and a locked table",
-			rows: 1_000_000, minRows: minRows, rounds: true, sparse: true, measure: report((*bench).pathsRun, (*bench).renderPaths)},
+			rows: 1_000_000, minRows: minRows, rounds: true, sparse: true, variant: true, measure: report((*bench).pathsRun, (*bench).renderPaths)},
 		{name: "frontier", summary: "the rail at gentler settings beside A, A′ and B: rows/s against the foreground's p99",
 			rows: 1_000_000, minRows: minRows, rounds: true, measure: report((*bench).frontierRun, (*bench).renderFrontier)},
 		{name: "crossover", summary: "the heap path against the index path over the eligible share",

@@ -24,7 +24,8 @@ import (
 //
 // On each: A and A′ (the monolithic DELETE, typed and with the cutoff bound; not on the locked
 // table, where they would wait for the holder), C (the rail end to end, choosing its path), and
-// the engine in-process on each path forced (heap, index).
+// the engine in-process on each path forced (heap, index); with -variant-env or -variant-bin,
+// C′ beside C.
 
 // lockedRows is how many eligible rows the locked table's holder keeps locked, spread evenly over
 // the eligible rows: each should cost the batch that meets it one retry, skipping it.
@@ -87,11 +88,15 @@ func (b *bench) pathsRun(ctx context.Context) (pathsResult, error) {
 		}
 	}
 	railOn := func(spec policy.Spec, env []string) []contestant {
-		return []contestant{
+		cs := []contestant{
 			{key: "C", db: "p_c", name: "the rail end to end (`api serve` + `sweepcron`), path chosen", setup: b.railSetup(b.s.binDir, spec.Name, env)},
 			{key: "heap", db: "p_heap", name: "the engine in-process, heap path forced", setup: b.engineSetup([]policy.Spec{spec}, sweep.PathHeap, nil)},
 			{key: "index", db: "p_index", name: "the engine in-process, index path forced", setup: b.engineSetup([]policy.Spec{spec}, sweep.PathIndex, nil)},
 		}
+		if v, ok := b.variant("p_variant", spec.Name, env); ok {
+			cs = append(cs, v)
+		}
+		return cs
 	}
 	notifications := catalogSpec("notifications")
 	locked := railOn(notifications, nil)

@@ -132,21 +132,25 @@ func TestRuns(t *testing.T) {
 	})
 	t.Run("paths", func(t *testing.T) {
 		t.Chdir(filepath.Join("..", "..")) // the queue table's schema is River's, cmd/api/testdata/river.sql
-		b := newTestBench(t, settings{run: "paths", rows: 10_000, sparseRows: 100_000, rounds: 1})
+		b := newTestBench(t, settings{run: "paths", rows: 10_000, sparseRows: 100_000, rounds: 1,
+			variantEnv: []string{"BATCH_TARGET=100ms"}})
 		res, err := b.pathsRun(t.Context())
 		if err != nil {
 			t.Fatal(err) // a contestant that deleted other than the unheld eligible rows fails it
 		}
 		wantPaths := map[string]map[string]string{
-			"dense":  {"C": "heap", "heap": "heap", "index": "index"},
-			"sparse": {"C": "index", "heap": "heap", "index": "index"},
+			"dense":  {"C": "heap", "heap": "heap", "index": "index", "C′": "heap"},
+			"sparse": {"C": "index", "heap": "heap", "index": "index", "C′": "index"},
 			"queue":  {"heap": "heap", "index": "index"},
-			"locked": {"C": "heap", "heap": "heap", "index": "index"},
+			"locked": {"C": "heap", "heap": "heap", "index": "index", "C′": "heap"},
 		}
 		for _, tb := range res.tables {
 			rounds := res.rounds[tb.key]
 			if len(rounds) != 1 {
 				t.Fatalf("%s: %d rounds, want 1", tb.key, len(rounds))
+			}
+			if _, ok := findKey(rounds[0].contestants, "C′"); !ok {
+				t.Errorf("%s: no C′ with -variant-env", tb.key)
 			}
 			for _, o := range rounds[0].contestants {
 				if want, ok := wantPaths[tb.key][o.key]; ok && o.path != want {
@@ -160,7 +164,8 @@ func TestRuns(t *testing.T) {
 		}
 		out := b.renderPaths(res)
 		for _, want := range []string{generatedNote + " (sweepbench paths)", "# Access paths",
-			"sweepbench paths -rows 10000 -sparse-rows 100000", "| target, median of rounds |"} {
+			"sweepbench paths -rows 10000 -sparse-rows 100000 -rounds 1 -variant-env 'BATCH_TARGET=100ms'",
+			"| C′ | the rail with `BATCH_TARGET=100ms` |", "| target, median of rounds |"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
@@ -183,12 +188,13 @@ func TestRuns(t *testing.T) {
 				t.Errorf("%s: no foreground operation in its window", o.key)
 			}
 		}
-		if got, want := strings.Join(keys, " "), "A A′ B C C·20 C·5 C·2"; got != want {
+		if got, want := strings.Join(keys, " "), "A A′ B C C·10 C·5 C·2 C·1"; got != want {
 			t.Errorf("contestants %q, want %q", got, want)
 		}
 		out := b.renderFrontier(res)
 		for _, want := range []string{generatedNote + " (sweepbench frontier)", "# The foreground frontier",
-			"| C·5 | the rail, 5 ms batches, from 200 rows: `BATCH_TARGET=5ms BATCH_SIZE=200`", "target: the gentle setting (C·5)"} {
+			"| C | the rail, defaults (40 ms batches) |",
+			"| C·2 | the rail, 2 ms batches, from 100 rows: `BATCH_TARGET=2ms BATCH_SIZE=100`", "target: the gentle setting (C·2)"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}

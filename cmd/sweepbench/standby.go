@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/sweeprail/sweeprail/internal/pgserver"
 )
 

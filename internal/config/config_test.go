@@ -70,7 +70,7 @@ func TestLoadAPIDefaults(t *testing.T) {
 		BatchLockTimeout:      2 * time.Second,
 		CountTimeout:          10 * time.Second,
 		BatchSize:             1000,
-		BatchTarget:           100 * time.Millisecond,
+		BatchTarget:           40 * time.Millisecond,
 		MaxBatches:            1000,
 		BatchPause:            0,
 		ServerWriteTimeout:    120 * time.Second,
