@@ -176,7 +176,8 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	}
 	defer statusSrv.close()
 	logger.Info("listening", "addr", ln.Addr().String(), "sweeps", len(specs),
-		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String())
+		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String(),
+		"batch_target", cfg.BatchTarget.String(), "batch_sync_commit", cfg.BatchSyncCommit)
 	// The actual address, for LISTEN_ADDR=:0: a test or a script reads the port from this line.
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	statusSrv.announce(stdout, logger)
@@ -287,6 +288,7 @@ func sweepSettings(cfg config.API) sweep.Settings {
 		MinBatchSize:     adaptiveMinBatchSize,
 		MaxBatchSize:     adaptiveMaxBatchSize,
 		BatchTarget:      cfg.BatchTarget,
+		SyncCommit:       cfg.BatchSyncCommit,
 		MaxBatches:       cfg.MaxBatches,
 		Pause:            cfg.BatchPause,
 	}

@@ -116,6 +116,10 @@ type API struct {
 	// the 100 ms a batch on a live table should stay below: batches scatter around the aim (a
 	// checkpoint, a neighbour on the CPU), and it is the slowest one a foreground commit meets.
 	BatchTarget time.Duration `env:"BATCH_TARGET" envDefault:"40ms"`
+	// BatchSyncCommit makes each batch wait at commit for its own WAL to be flushed, as the
+	// application's commits do, instead of leaving that flush to whichever commit comes next:
+	// beside live traffic, that next commit is the application's (docs/CRON.md).
+	BatchSyncCommit bool `env:"BATCH_SYNC_COMMIT" envDefault:"false"`
 	// MaxBatches caps the batches of one pass in one run.
 	MaxBatches int `env:"MAX_BATCHES" envDefault:"1000"`
 	// BatchPause is slept between batches; 0 for none.
@@ -267,6 +271,7 @@ func load[T any](environ map[string]string) (T, *report) {
 		FuncMap: map[reflect.Type]env.ParserFunc{
 			reflect.TypeFor[time.Duration](): func(s string) (any, error) { return parseDuration(s) },
 			reflect.TypeFor[int]():           func(s string) (any, error) { return parseInt(s) },
+			reflect.TypeFor[bool]():          func(s string) (any, error) { return parseBool(s) },
 			reflect.TypeFor[map[string]time.Duration](): func(s string) (any, error) {
 				return parseRetention(s)
 			},

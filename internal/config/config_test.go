@@ -94,7 +94,7 @@ func TestLoadAPIAccepts(t *testing.T) {
 			"LISTEN_ADDR": "127.0.0.1:9000", "INTERNAL_SIGNING_KEY": goodKey,
 			"INTERNAL_SIGNING_KEY_PREVIOUS": goodKey + "-old", "SIGNATURE_MAX_AGE": "30s",
 			"SWEEP_DEADLINE": "60s", "BATCH_STATEMENT_TIMEOUT": "3s", "BATCH_LOCK_TIMEOUT": "1s",
-			"COUNT_TIMEOUT": "20s", "BATCH_SIZE": "500", "BATCH_TARGET": "250ms", "MAX_BATCHES": "10",
+			"COUNT_TIMEOUT": "20s", "BATCH_SIZE": "500", "BATCH_TARGET": "250ms", "MAX_BATCHES": "10", "BATCH_SYNC_COMMIT": "true",
 			"BATCH_PAUSE": "50ms", "SWEEP_POLICY_FILE": "/etc/sweeprail/policy.yaml",
 			"SERVER_WRITE_TIMEOUT": "90s", "INTERNAL_FETCH_TIMEOUT": "100s", "SHUTDOWN_GRACE": "30s",
 			"APP_ENV": "production", "SWEEP_RETENTION": "notifications.read=60d",
@@ -115,6 +115,7 @@ func TestLoadAPIAccepts(t *testing.T) {
 		{"lock timeout equal to statement timeout", map[string]string{"BATCH_LOCK_TIMEOUT": "5s"}},
 		{"pause just below deadline", map[string]string{"BATCH_PAUSE": "89s"}},
 		{"batch size 1", map[string]string{"BATCH_SIZE": "1"}},
+		{"synchronous batch commits off", map[string]string{"BATCH_SYNC_COMMIT": "false"}},
 		{"batch size 50000", map[string]string{"BATCH_SIZE": "50000"}},
 		{"max batches 1", map[string]string{"MAX_BATCHES": "1"}},
 		{"statement timeout 1ms", map[string]string{"BATCH_STATEMENT_TIMEOUT": "1ms", "BATCH_LOCK_TIMEOUT": "1ms"}},
@@ -198,6 +199,9 @@ func TestLoadAPIBounds(t *testing.T) {
 		{"dry runs 0", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "0"}, []string{"MAX_CONCURRENT_DRY_RUNS=0 must be within 1..64"}},
 		{"dry runs 65", map[string]string{"MAX_CONCURRENT_DRY_RUNS": "65"}, []string{"MAX_CONCURRENT_DRY_RUNS=65 must be within 1..64"}},
 		{"batch size 0", map[string]string{"BATCH_SIZE": "0"}, []string{"BATCH_SIZE=0 must be within 1..50000"}},
+		{"synchronous batch commits as on", map[string]string{"BATCH_SYNC_COMMIT": "on"}, []string{"BATCH_SYNC_COMMIT=on: want true or false"}},
+		{"synchronous batch commits empty", map[string]string{"BATCH_SYNC_COMMIT": ""},
+			[]string{"BATCH_SYNC_COMMIT is set but empty (unset it for the default false)"}},
 		{"batch size 50001", map[string]string{"BATCH_SIZE": "50001"}, []string{"BATCH_SIZE=50001 must be within 1..50000"}},
 		{"batch size negative", map[string]string{"BATCH_SIZE": "-5"}, []string{"BATCH_SIZE=-5 must be within 1..50000"}},
 		{"max batches 0", map[string]string{"MAX_BATCHES": "0"}, []string{"MAX_BATCHES=0 must be >= 1"}},
@@ -602,5 +606,29 @@ func TestEnviron(t *testing.T) {
 	}
 	if got := Environ(nil); got == nil || len(got) != 0 {
 		t.Errorf("Environ(nil) = %#v, want an empty map", got)
+	}
+}
+
+func TestLoadAPIBatchSyncCommit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want bool
+	}{
+		{"unset: asynchronous batch commits", nil, false},
+		{"false", map[string]string{"BATCH_SYNC_COMMIT": "false"}, false},
+		{"true", map[string]string{"BATCH_SYNC_COMMIT": "true"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := LoadAPI(apiEnv(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.BatchSyncCommit != tc.want {
+				t.Errorf("BatchSyncCommit %t, want %t", cfg.BatchSyncCommit, tc.want)
+			}
+		})
 	}
 }

@@ -250,6 +250,18 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// parseBool reads true or false, and nothing else: a 1, an on or a yes is more often a value
+// meant for another tool than a choice made here.
+func parseBool(s string) (bool, error) {
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, errors.New("want true or false")
+}
+
 // parseInt reads a whole number in base 10.
 func parseInt(s string) (int, error) {
 	n, err := strconv.Atoi(s)

@@ -9,46 +9,61 @@ import (
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
-// TestBatchSettings: every batch transaction runs under its own timeouts, asynchronous commit
-// and custom plans (a generic plan of the prepared batch statement can be the wrong one; see
+// TestBatchSettings: every batch transaction runs under its own timeouts, commit mode and
+// custom plans (a generic plan of the prepared batch statement can be the wrong one; see
 // Runner.batch), set locally, so the pool's connections come back with the server's defaults.
-// A per-row function reads the settings from inside the batch.
+// A batch commits asynchronously unless Settings.SyncCommit asks it to wait for its own WAL
+// flush. A per-row function reads the settings from inside the batch.
 func TestBatchSettings(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Pool(t)
-	exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
-	exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,
-		lock_timeout text, idle_timeout text)`)
-	exec(t, pool, `CREATE FUNCTION probe_settings(k bigint) RETURNS boolean LANGUAGE sql AS $$
-		INSERT INTO probe_seen VALUES (current_setting('plan_cache_mode'), current_setting('synchronous_commit'),
-			current_setting('statement_timeout'), current_setting('lock_timeout'),
-			current_setting('idle_in_transaction_session_timeout'));
-		DELETE FROM probe WHERE id = k;
-		SELECT true $$`)
-	exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
+	for _, tc := range []struct {
+		name       string
+		syncCommit bool
+		wantCommit string
+	}{
+		{"by default, asynchronous commit", false, "off"},
+		{"with SyncCommit, the server's synchronous commit", true, "on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
+			exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,
+				lock_timeout text, idle_timeout text)`)
+			exec(t, pool, `CREATE FUNCTION probe_settings(k bigint) RETURNS boolean LANGUAGE sql AS $$
+				INSERT INTO probe_seen VALUES (current_setting('plan_cache_mode'), current_setting('synchronous_commit'),
+					current_setting('statement_timeout'), current_setting('lock_timeout'),
+					current_setting('idle_in_transaction_session_timeout'));
+				DELETE FROM probe WHERE id = k;
+				SELECT true $$`)
+			exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
 
-	specs := []policy.Spec{{Name: "probe", Passes: []policy.Pass{{
-		Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour,
-		Mode: policy.ModePerRow, Function: "probe_settings",
-	}}}}
-	r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: settings()})
-	if res := run(t, r, "probe"); res.Processed != 1 || res.Deleted != 0 || res.Error != nil {
-		t.Fatalf("processed %d, deleted %d, error %+v; want 1 key processed", res.Processed, res.Deleted, res.Error)
-	}
-	var plan, commit, stmt, lock, idle string
-	if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle); err != nil {
-		t.Fatal(err)
-	}
-	if plan != "force_custom_plan" || commit != "off" || stmt != "5s" || lock != "2s" || idle != "10s" {
-		t.Errorf("inside the batch: plan_cache_mode %s, synchronous_commit %s, statement_timeout %s, lock_timeout %s, "+
-			"idle_in_transaction_session_timeout %s; want force_custom_plan, off, 5s, 2s, 10s", plan, commit, stmt, lock, idle)
-	}
-	// SET LOCAL: gone with the transaction.
-	if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')`).Scan(&plan, &commit); err != nil {
-		t.Fatal(err)
-	}
-	if plan != "auto" || commit != "on" {
-		t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s; want the defaults auto, on", plan, commit)
+			specs := []policy.Spec{{Name: "probe", Passes: []policy.Pass{{
+				Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour,
+				Mode: policy.ModePerRow, Function: "probe_settings",
+			}}}}
+			st := settings()
+			st.SyncCommit = tc.syncCommit
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: st})
+			if res := run(t, r, "probe"); res.Processed != 1 || res.Deleted != 0 || res.Error != nil {
+				t.Fatalf("processed %d, deleted %d, error %+v; want 1 key processed", res.Processed, res.Deleted, res.Error)
+			}
+			var plan, commit, stmt, lock, idle string
+			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle); err != nil {
+				t.Fatal(err)
+			}
+			if plan != "force_custom_plan" || commit != tc.wantCommit || stmt != "5s" || lock != "2s" || idle != "10s" {
+				t.Errorf("inside the batch: plan_cache_mode %s, synchronous_commit %s, statement_timeout %s, lock_timeout %s, "+
+					"idle_in_transaction_session_timeout %s; want force_custom_plan, %s, 5s, 2s, 10s", plan, commit, stmt, lock, idle, tc.wantCommit)
+			}
+			// SET LOCAL: gone with the transaction.
+			if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')`).Scan(&plan, &commit); err != nil {
+				t.Fatal(err)
+			}
+			if plan != "auto" || commit != "on" {
+				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s; want the defaults auto, on", plan, commit)
+			}
+		})
 	}
 }
 

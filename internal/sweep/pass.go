@@ -341,16 +341,18 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
 	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
-	// batches' deletes, which the next tick repeats; it saves a WAL flush per batch. Not for a
-	// pass that archives: its archive may be on another server, whose copy a lost local commit
-	// would leave behind, to be archived again by the next tick (statement/archive.go).
+	// batches' deletes, which the next tick repeats; it saves the batch a WAL flush, which the
+	// next commit on the server then makes (an application's, beside live traffic: hence
+	// Settings.SyncCommit). Not for a pass that archives: its archive may be on another server,
+	// whose copy a lost local commit would leave behind, to be archived again by the next tick
+	// (statement/archive.go).
 	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
 	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size,
 	// which can flip mid-drain to walking the age index from its start (measured in
 	// docs/BENCHMARKS.md), or away from the heap path's TID Range Scan. Planning a batch costs
 	// under a millisecond.
 	syncCommit := "off"
-	if pr.arch != nil {
+	if pr.arch != nil || s.SyncCommit {
 		syncCommit = "on"
 	}
 	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),

@@ -40,6 +40,9 @@ type Settings struct {
 	MinBatchSize int
 	MaxBatchSize int
 	BatchTarget  time.Duration
+	// SyncCommit commits each batch with synchronous_commit on, waiting for its own WAL flush;
+	// off (the default), a batch leaves the flush to the next commit on the server.
+	SyncCommit bool
 	// MaxBatches caps the batches of one pass in one run.
 	MaxBatches int
 	// Pause is slept between batches (replicas, autovacuum); zero for none.
