@@ -22,7 +22,7 @@ import (
 // path.
 
 // crossoverShares are the eligible shares measured.
-var crossoverShares = []float64{0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.8}
+var crossoverShares = []float64{0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}
 
 // crossoverLayouts are the two age columns.
 var crossoverLayouts = []struct{ column, title string }{

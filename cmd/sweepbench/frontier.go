@@ -11,7 +11,8 @@ import (
 // contestant, A, A′ and B as in the side-by-side run, and the rail end to end at several
 // settings, from its defaults to gentler ones, in the same rounds. Its report is the frontier:
 // each setting's rows/s against the foreground's p99 over idle, so an operator can read what a
-// gentler setting costs in throughput and what it buys the foreground.
+// gentler setting costs in throughput and what it buys the foreground. With -variant-env or
+// -variant-bin, C′ is a candidate measured beside them.
 
 // frontierSetting is one setting of the rail the frontier run measures: its key, the
 // environment it adds to the API's defaults, and what it is.
@@ -30,12 +31,13 @@ var frontierSettings = []frontierSetting{
 	{"C·5", []string{"BATCH_TARGET=5ms", "BATCH_SIZE=200"}, "5 ms batches, from 200 rows"},
 	{"C·2", []string{"BATCH_TARGET=2ms", "BATCH_SIZE=100"}, "2 ms batches, from 100 rows"},
 	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows"},
+	{"C·2s", []string{"BATCH_TARGET=2ms", "BATCH_SIZE=100", "BATCH_SYNC_COMMIT=true"}, "2 ms batches, from 100 rows, each flushing its own WAL"},
 }
 
 // gentleKey is the gentle setting, and its targets against B in the same rounds: a foreground
 // p99 over idle no worse than B's, at least gentleVsBatched times B's rows/s.
 const (
-	gentleKey       = "C·2"
+	gentleKey       = "C·2s"
 	gentleVsBatched = 5.0
 )
 
@@ -69,6 +71,9 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		}
 		contestants = append(contestants, contestant{key: s.key, db: fmt.Sprintf("f_c%d", i), name: name,
 			setup: b.railSetup(b.s.binDir, "notifications", s.env)})
+	}
+	if v, ok := b.variant("f_variant", "notifications", nil); ok {
+		contestants = append(contestants, v)
 	}
 	res.rounds, err = b.foregroundRounds(ctx, "frontier", "frontier round", tpl, contestants, eligible)
 	return res, err

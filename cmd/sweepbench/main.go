@@ -70,7 +70,7 @@ func runDefs() []runDef {
 		{name: "paths", summary: "each access path on a dense, a sparse, a job-queue and a locked table",
 			rows: 1_000_000, minRows: minRows, rounds: true, sparse: true, variant: true, measure: report((*bench).pathsRun, (*bench).renderPaths)},
 		{name: "frontier", summary: "the rail at gentler settings beside A, A′ and B: rows/s against the foreground's p99",
-			rows: 1_000_000, minRows: minRows, rounds: true, measure: report((*bench).frontierRun, (*bench).renderFrontier)},
+			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, measure: report((*bench).frontierRun, (*bench).renderFrontier)},
 		{name: "crossover", summary: "the heap path against the index path over the eligible share",
 			rows: 1_000_000, minRows: minRows, rounds: true, measure: report((*bench).crossoverRun, (*bench).renderCrossover)},
 		{name: "scale", summary: "the rail's per-batch cost at 1M and at 5M rows", measure: report((*bench).scaleRun, (*bench).renderScale)},
