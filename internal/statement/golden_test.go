@@ -77,18 +77,7 @@ func TestGolden(t *testing.T) {
 		got := "-- dry run: the exact count, with what the cascades would delete and change\n--   " + paramCutoff + "\n" +
 			CascadeCount(p, Instant, g, []uint32{2, 3, 4}) + ";\n\n-- run: each batch's cascades, before and after its statement\n" + CascadeStats + ";\n"
 		path := filepath.Join("testdata", "golden", "cascades.count.sql")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		golden, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (go test ./internal/statement -update writes it)", err)
-		}
-		if line, ok := firstDifference(string(golden), got); !ok {
-			t.Errorf("%s differs at line %d:\n golden: %s\n    got: %s", path, line+1, lineAt(string(golden), line), lineAt(got, line))
-		}
+		compareGolden(t, path, got)
 	})
 	// A healing batch of the archiving pass (statement/archive.go), in its first index form, and
 	// the read of the archive's copies it compares.
@@ -111,18 +100,17 @@ func TestGolden(t *testing.T) {
 		got += "\n-- foreign archive: batch, index path, first\n--   " + paramBatch + "\n" + f.Unlocked.Index +
 			";\n\n-- foreign archive: the rows of the batch's keys it holds\n--   $1 the keys deleted\n" + f.Count + ";\n"
 		path := filepath.Join("testdata", "golden", "audit-log.operational.heal.sql")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		golden, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (go test ./internal/statement -update writes it)", err)
-		}
-		if line, ok := firstDifference(string(golden), got); !ok {
-			t.Errorf("%s differs at line %d:\n golden: %s\n    got: %s", path, line+1, lineAt(string(golden), line), lineAt(got, line))
-		}
+		compareGolden(t, path, got)
+	})
+	// How a batch's transaction begins, on the heap path and on the index path (ordered).
+	want = append(want, "batch.begin.sql")
+	t.Run("batch.begin.sql", func(t *testing.T) {
+		t.Parallel()
+		b := BatchTransaction{StatementTimeout: 5 * time.Second, LockTimeout: 50 * time.Millisecond, IdleTimeout: 10 * time.Second}
+		got := "-- a batch's transaction, heap path\n" + b.Begin() + ";\n\n"
+		b.SyncCommit, b.Ordered, b.LockTimeout = true, true, 2*time.Second
+		got += "-- a batch's transaction, index path, with BATCH_SYNC_COMMIT (or archiving), after a held row lock\n" + b.Begin() + ";\n"
+		compareGolden(t, filepath.Join("testdata", "golden", "batch.begin.sql"), got)
 	})
 	t.Run("no stale golden files", func(t *testing.T) {
 		t.Parallel()
@@ -167,4 +155,21 @@ func lineAt(s string, i int) string {
 		return lines[i]
 	}
 	return "(end of file)"
+}
+
+// compareGolden fails t where got differs from the golden file at path, which -update rewrites.
+func compareGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./internal/statement -update writes it)", err)
+	}
+	if line, ok := firstDifference(string(golden), got); !ok {
+		t.Errorf("%s differs at line %d:\n golden: %s\n    got: %s", path, line+1, lineAt(string(golden), line), lineAt(got, line))
+	}
 }

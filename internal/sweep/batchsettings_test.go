@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -101,5 +104,65 @@ func TestIndexPathPlanSettings(t *testing.T) {
 				t.Errorf("after the run enable_sort = %q (%v), want the default on", sortSetting, err)
 			}
 		})
+	}
+}
+
+// TestBatchSession: a pass runs all its batches on one session of the API's resetting pool, so
+// the pool's reset runs once, when the pass gives the connection back, not between batches; each
+// batch still starts from the session's own settings, whatever the batch before it left; and the
+// next run starts from a reset session. A per-row function counts its calls in a temporary table
+// (which only the pool's reset drops), and leaves a setting and a read-only default behind.
+func TestBatchSession(t *testing.T) {
+	t.Parallel()
+	cfg, err := dbpool.ParseConfig(dbtest.URL(t), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
+	exec(t, pool, `CREATE TABLE probe_seen (id bigint, pid int, calls bigint, leak text, read_only text)`)
+	exec(t, pool, `CREATE FUNCTION probe_count(k bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+		BEGIN
+			CREATE TEMP TABLE IF NOT EXISTS probe_calls (n int);
+			INSERT INTO probe_calls VALUES (1);
+			INSERT INTO probe_seen SELECT k, pg_backend_pid(), count(*), coalesce(current_setting('probe.leak', true), ''),
+				current_setting('transaction_read_only') FROM probe_calls;
+			PERFORM set_config('probe.leak', 'left by ' || k, false);
+			PERFORM set_config('default_transaction_read_only', 'on', false);
+			DELETE FROM probe WHERE id = k;
+			RETURN true;
+		END $$`)
+	specs := []policy.Spec{{Name: "probe", Passes: []policy.Pass{{
+		Name: "old", Table: "probe", AgeColumn: "at", Retention: 24 * time.Hour,
+		Mode: policy.ModePerRow, Function: "probe_count",
+	}}}}
+	st := settings()
+	st.BatchSize, st.MinBatchSize, st.MaxBatchSize = 1, 1, 1 // one key a batch
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: st})
+	for i, first := range []int64{1, 11} {
+		exec(t, pool, `INSERT INTO probe SELECT g, now() - interval '2 days' FROM generate_series($1::bigint, $1 + 2) g`, first)
+		if res := run(t, r, "probe"); res.Processed != 3 || res.Error != nil {
+			t.Fatalf("run %d: processed %d, error %+v; want 3 keys, one a batch", i+1, res.Processed, res.Error)
+		}
+		var pids int
+		var calls, leaks, readOnly string
+		if err := pool.QueryRow(ctx, `SELECT count(DISTINCT pid), string_agg(calls::text, ',' ORDER BY id),
+				string_agg(leak, ',' ORDER BY id), string_agg(read_only, ',' ORDER BY id) FROM probe_seen WHERE id >= $1`,
+			first).Scan(&pids, &calls, &leaks, &readOnly); err != nil {
+			t.Fatal(err)
+		}
+		if pids != 1 || calls != "1,2,3" {
+			t.Errorf("run %d: its 3 batches ran on %d sessions, counting %s; want one session counting 1,2,3 "+
+				"(a session reset between batches counts 1,1,1; one left unreset by the run before goes on from 4)",
+				i+1, pids, calls)
+		}
+		if leaks != ",," || readOnly != "off,off,off" {
+			t.Errorf("run %d: batches saw probe.leak %q and transaction_read_only %q; want nothing left by the batch before, off",
+				i+1, leaks, readOnly)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
@@ -37,6 +38,10 @@ type passRun struct {
 	opts     Options
 
 	out wire.PassResult
+	// conn is the connection the pass's batches run on, one for the whole pass: released to the
+	// pool (which resets its session) when the pass ends, not after every batch, whose reset
+	// would cost a round trip and the server's time per batch.
+	conn *pgxpool.Conn
 	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
 	arch *statement.Archive
 	// heal are the statements that heal the archive's crash window, for an archive pass whose
@@ -84,6 +89,7 @@ type batchResult struct {
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the
 // batch cap, a shutdown or a failed batch stops it. The error is the failed batch's.
 func (pr *passRun) run() (wire.PassResult, error) {
+	defer pr.releaseConn()
 	s := pr.r.cfg.Settings
 	pr.out = wire.PassResult{Pass: pr.p.Name, Children: childRows(pr.p.DeleteWith, make([]int64, len(pr.p.DeleteWith)))}
 	pr.children = make([]int64, len(pr.p.DeleteWith))
@@ -112,6 +118,8 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		// shutdown that the pause ran into. A pause never outlasts the budget: the answer must
 		// still beat the server's write timeout.
 		if pr.out.BatchCount > 0 && s.Pause > 0 {
+			// A wait gives the connection back: others may need it meanwhile.
+			pr.releaseConn()
 			if left := pr.deadline.Sub(pr.r.cfg.Now()); left > 0 {
 				pr.r.cfg.Sleep(pr.ctx, min(s.Pause, left))
 			}
@@ -226,6 +234,9 @@ func (pr *passRun) throttle() error {
 	if !pr.r.cfg.Throttle.Enabled() {
 		return nil
 	}
+	// The lag is read from the pool, and the wait may be long: the pass's connection goes back
+	// first, or a pool of one connection would wait on itself.
+	pr.releaseConn()
 	waited, err := pr.r.cfg.Throttle.WithLogger(pr.log).Wait(pr.ctx, pr.deadline)
 	pr.out.ThrottledMs += waited.Milliseconds()
 	pr.r.cfg.Metrics.Throttled(pr.sweep, waited)
@@ -319,57 +330,6 @@ func (pr *passRun) batch() (batchResult, error) {
 	})
 	b.retried = b.retried || retried
 	return b, err
-}
-
-// inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
-// and commits it. ordered prices out sorts and sequential scans in the transaction, for the index
-// path: its bound then reads the age index in order, a batch of entries, as the policy check's
-// index verdict plans it, and its range of ages is read through the index (a bitmap, in heap
-// order), never the whole table. Left to its estimates the planner may read every remaining
-// eligible row and sort them for a LIMIT, and every batch re-reads what is left of the backlog
-// (measured in docs/BENCHMARKS.md on a 1% backlog scattered over 5M rows, where a redundant
-// `read_at IS NOT NULL` made it guess 20 times too few rows).
-func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	s := pr.r.cfg.Settings
-	// The client-side timeout is a backstop for a connection that stops answering; the server's
-	// statement timeout fires first in every other case.
-	ctx, cancel := context.WithTimeout(pr.db, s.StatementTimeout+5*time.Second)
-	defer cancel()
-	tx, err := pr.r.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
-	// One round trip for all the settings. synchronous_commit off: a crash loses at most the last
-	// batches' deletes, which the next tick repeats; it saves the batch a WAL flush, which the
-	// next commit on the server then makes (an application's, beside live traffic: hence
-	// Settings.SyncCommit). Not for a pass that archives: its archive may be on another server,
-	// whose copy a lost local commit would leave behind, to be archived again by the next tick
-	// (statement/archive.go).
-	// plan_cache_mode force_custom_plan: the statement is prepared (pgx caches it), and after five
-	// runs PostgreSQL may switch to a generic plan, costed without the cutoff or the batch size,
-	// which can flip mid-drain to walking the age index from its start (measured in
-	// docs/BENCHMARKS.md), or away from the heap path's TID Range Scan. Planning a batch costs
-	// under a millisecond.
-	syncCommit := "off"
-	if pr.arch != nil || s.SyncCommit {
-		syncCommit = "on"
-	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true),
-		set_config('idle_in_transaction_session_timeout', $3, true), set_config('synchronous_commit', $4, true),
-		set_config('plan_cache_mode', 'force_custom_plan', true),
-		set_config('enable_sort', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_sort') END, true),
-		set_config('enable_seqscan', CASE WHEN $5 THEN 'off' ELSE current_setting('enable_seqscan') END, true)`,
-		ms(s.StatementTimeout), ms(lockTimeout), ms(2*s.StatementTimeout), syncCommit, ordered); err != nil {
-		return fmt.Errorf("set batch timeouts: %w", err)
-	}
-	if err := pr.measure(ctx, tx, fn); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // batchForm is the batch statements of the form a batch runs (lock: the locking one), moving

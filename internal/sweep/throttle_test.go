@@ -157,3 +157,26 @@ func runsCounted(t *testing.T, reg *prometheus.Registry, sweep, outcome string) 
 	t.Fatalf("no sweeprail_runs_total{sweep=%q,outcome=%q}", sweep, outcome)
 	return 0
 }
+
+// TestThrottleOneConnection: a pass holds a connection for its batches, and gives it back before
+// each wait; so a throttle that reads the lag from the same pool of a single connection reads it
+// between batches instead of waiting on the pass for its query timeout.
+func TestThrottleOneConnection(t *testing.T) {
+	t.Parallel()
+	pool, u := poolAndURL(t)
+	one, err := dbpool.NewPool(ctx, u+"&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(one.Close)
+	at := dbNow(t, pool)
+	seedNotifications(t, pool, at, 300, 0)
+	specs := []policy.Spec{{Name: "notifications", Passes: []policy.Pass{{
+		Name: "read", Table: "notifications", AgeColumn: "read_at", Retention: 30 * 24 * time.Hour}}}}
+	r := newRunner(t, sweep.Config{Pool: one, Specs: specs, Settings: fixed(settings(), 100), AsOf: fixedAsOf(at),
+		Throttle: replica.New(replica.Config{Limits: replica.Limits{MaxLag: time.Second}, Pool: one, QueryTimeout: 2 * time.Second})})
+	res := run(t, r, "notifications")
+	if res.Error != nil || res.Deleted != 300 || res.StopReason != wire.StopExhausted {
+		t.Fatalf("run: deleted %d, stop %s, error %+v; want all 300 rows, exhausted", res.Deleted, res.StopReason, res.Error)
+	}
+}

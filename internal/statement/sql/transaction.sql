@@ -1,0 +1,40 @@
+{{/*
+  How a batch's transaction begins: BEGIN and the batch's settings, one list of statements sent
+  in one round trip (the simple protocol), so a batch costs no extra round trip or parse for
+  them. SET LOCAL: they end with the transaction, and the connection keeps the server's
+  defaults. Every value is a whole number of milliseconds or a keyword the engine chose, never
+  text from a policy.
+
+  A pass runs its batches on one connection, which the pool resets only when the pass gives it
+  back; so each batch undoes what the one before may have left on the session (a trigger's
+  set_config(…, false) or SET ROLE): the role and every setting back to the session's own, as
+  the pool's reset would. The transaction's own mode is named, since it is fixed at BEGIN from
+  defaults such a trigger may have changed (default_transaction_read_only, its isolation).
+
+  synchronous_commit off unless SyncCommit: a crash loses at most the last batches' deletes,
+  which the next tick repeats, and the batch saves a WAL flush, which the next commit on the
+  server then makes (an application's, beside live traffic). A pass that archives always
+  commits with it on: its archive may be on another server.
+
+  plan_cache_mode force_custom_plan: a batch's statement may be prepared (pgx caches it when the
+  connection string asks for cache_statement), and after five runs PostgreSQL may switch to a
+  generic plan, costed without the cutoff or the batch size, which can flip mid-drain to walking
+  the age index from its start, or away from the heap path's TID Range Scan.
+
+  Ordered (the index path) prices out sorts and sequential scans: its bound reads the age index
+  in order, a batch of entries, and its range of ages is read through the index.
+*/}}
+{{define "begin" -}}
+BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
+SET SESSION AUTHORIZATION DEFAULT;
+RESET ALL;
+SET LOCAL statement_timeout = {{.StatementTimeoutMs}};
+SET LOCAL lock_timeout = {{.LockTimeoutMs}};
+SET LOCAL idle_in_transaction_session_timeout = {{.IdleTimeoutMs}};
+SET LOCAL synchronous_commit = {{if .SyncCommit}}on{{else}}off{{end}};
+SET LOCAL plan_cache_mode = force_custom_plan
+{{- if .Ordered}};
+SET LOCAL enable_sort = off;
+SET LOCAL enable_seqscan = off
+{{- end}}
+{{- end}}
