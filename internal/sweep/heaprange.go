@@ -5,17 +5,20 @@ import (
 	"time"
 )
 
+// floorShare is the least eligible share a heap range is sized for (heapRange.floor).
+const floorShare = 0.25
+
 // heapRange is where a heap-path pass stands: the next batch covers blocks [next, next+blocks),
 // and the pass ends at end, the table's size when the pass started.
 type heapRange struct {
 	next, end, blocks uint32
 	// floor is the eligible rows per block the sizing assumes at least, so that a stretch of
 	// blocks without eligible rows cannot grow a range far past MaxBatchSize rows should the
-	// next blocks be dense: half the planner's share, and at least half HeapShareOrdered, of the
-	// table's rows per block. (Below HeapShareOrdered the heap path is taken only where the age
-	// is scattered, so the eligible rows are spread evenly; a dense stretch after an empty one
-	// is the ordered layout's, at HeapShareOrdered or more.) A range then holds at most
-	// 2 / max(share, HeapShareOrdered) times MaxBatchSize rows, 8 times at worst, once.
+	// next blocks be dense: half the planner's share, and at least half floorShare, of the
+	// table's rows per block. (Below a quarter of the table the heap path is taken only where
+	// the age is mostly scattered, so the eligible rows are spread evenly; a dense stretch after
+	// an empty one is an ordered layout's, at HeapShareOrdered or more.) A range then holds at
+	// most 2 / max(share, floorShare) times MaxBatchSize rows, 8 times at worst, once.
 	floor float64
 	// visited and deleted are the pass's blocks and rows so far: the observed density.
 	visited uint64
@@ -31,7 +34,7 @@ func newHeapRange(sv survey, firstRows int) heapRange {
 	perBlock := 0.0
 	if sv.blocks > 0 {
 		perBlock = sv.total / float64(sv.blocks)
-		h.floor = perBlock * max(sv.share(), HeapShareOrdered) / 2
+		h.floor = perBlock * max(sv.share(), floorShare) / 2
 	}
 	h.blocks = blocksFor(firstRows, perBlock)
 	return h

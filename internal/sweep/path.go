@@ -40,8 +40,8 @@ const (
 // all rows) from which a batched pass takes the heap path depends on how the age column follows
 // the heap, which the planner's statistics say (pg_stats.correlation). Where the age follows the
 // heap (|correlation| 1: an append-mostly table), the index path reads the heap in file order too
-// and stays cheap per row, and the heap path, which reads every block, wins only from about a
-// quarter of the table; where the age is scattered over the heap (correlation 0: a status-like or
+// (each batch a range of ages, read as a bitmap in heap order) and stays cheap per row, and the
+// heap path, which reads every block, wins only from about half the table; where the age is scattered over the heap (correlation 0: a status-like or
 // updated-in-place age), every row the index path deletes is a random page, and the heap path
 // wins from 2%. Both ends are measured, not guessed: docs/bench/crossover.md,
 // written by `make bench RUNS=crossover`, swept the share with both paths forced, side by side in the same rounds. Between
@@ -49,7 +49,7 @@ const (
 // cost between its random and its sequential bound.
 const (
 	// HeapShareOrdered is the threshold at |correlation| 1.
-	HeapShareOrdered = 0.25
+	HeapShareOrdered = 0.55
 	// HeapShareScattered is the threshold at correlation 0.
 	HeapShareScattered = 0.02
 )

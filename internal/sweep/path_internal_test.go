@@ -76,11 +76,11 @@ func TestHeapRange(t *testing.T) {
 			t.Fatalf("ranges %v, want [0,10) [10,20) [20,25)", got)
 		}
 	})
-	t.Run("below HeapShareOrdered the floor is half of it", func(t *testing.T) {
+	t.Run("below floorShare the floor is half of it", func(t *testing.T) {
 		scattered := sv
 		scattered.eligible, scattered.correlation = 5000, 0
-		if h := newHeapRange(scattered, 1000); h.floor != 100*HeapShareOrdered/2 {
-			t.Fatalf("floor %.2f, want %.2f", h.floor, 100*HeapShareOrdered/2)
+		if h := newHeapRange(scattered, 1000); h.floor != 100*floorShare/2 {
+			t.Fatalf("floor %.2f, want %.2f", h.floor, 100*floorShare/2)
 		}
 	})
 	t.Run("fast ranges at most double, slow ones at most halve", func(t *testing.T) {

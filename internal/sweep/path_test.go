@@ -45,8 +45,8 @@ func TestAccessPath(t *testing.T) {
 		want            sweep.Path
 	}{
 		{"dense: heap", 1800, 200, sweep.PathHeap},
-		{"age in heap order, past its crossover: heap", 750, 1250, sweep.PathHeap}, // 37.5%, 1.5 × HeapShareOrdered
-		{"age in heap order, short of it: index", 330, 1670, sweep.PathIndex},      // 16.5%, HeapShareOrdered ÷ 1.5
+		{"age in heap order, past its crossover: heap", 1400, 600, sweep.PathHeap}, // 70%, 1.27 × HeapShareOrdered
+		{"age in heap order, short of it: index", 800, 1200, sweep.PathIndex},      // 40%, HeapShareOrdered ÷ 1.375
 		{"sparse: index", 20, 1980, sweep.PathIndex},
 	}
 	for _, tt := range tests {
