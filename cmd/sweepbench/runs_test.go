@@ -188,14 +188,14 @@ func TestRuns(t *testing.T) {
 				t.Errorf("%s: no foreground operation in its window", o.key)
 			}
 		}
-		if got, want := strings.Join(keys, " "), "A A′ B C C·10 C·5 C·2 C·1 C·2s"; got != want {
+		if got, want := strings.Join(keys, " "), "A A′ B C C·10 C·5 C·2 C·2s C·1 C·1s"; got != want {
 			t.Errorf("contestants %q, want %q", got, want)
 		}
 		out := b.renderFrontier(res)
 		for _, want := range []string{generatedNote + " (sweepbench frontier)", "# The foreground frontier",
 			"| C | the rail, defaults (40 ms batches) |",
-			"| C·2s | the rail, 2 ms batches, from 100 rows, each flushing its own WAL: `BATCH_TARGET=2ms BATCH_SIZE=100 BATCH_SYNC_COMMIT=true`",
-			"target: the gentle setting (C·2s)"} {
+			"| C·1s | the rail, 1 ms batches, from 100 rows, each flushing its own WAL: `BATCH_TARGET=1ms BATCH_SIZE=100 BATCH_SYNC_COMMIT=true`",
+			"target: the gentle setting (C·1)"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
