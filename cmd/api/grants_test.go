@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -89,24 +91,8 @@ func TestGrants(t *testing.T) {
 	})
 
 	t.Run("the API runs on exactly those; a revoked one is batch-error 42501 naming the table", func(t *testing.T) {
-		u := dbtest.URL(t)
-		admin, err := dbpool.NewPool(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(admin.Close)
 		role := "sweeper_" + randomHex(t)
-		exec := func(sql string) {
-			t.Helper()
-			if _, err := admin.Exec(context.Background(), sql); err != nil {
-				t.Fatalf("%v\n%s", err, sql)
-			}
-		}
-		exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
-		t.Cleanup(func() {
-			_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
-			_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
-		})
+		u, admin, exec := withRole(t, role)
 		for _, stmt := range sqlStatements(grantsFor(t, map[string]string{}, "--role", role, policyFile)) {
 			exec(stmt)
 		}
@@ -172,23 +158,7 @@ func TestGrants(t *testing.T) {
 		if !strings.Contains(out, `CREATE OR REPLACE FUNCTION @FN@(part regclass, cutoff text, keep boolean DEFAULT false)`) {
 			t.Fatalf("grants lack the drop function:\n%s", out)
 		}
-		u := dbtest.URL(t)
-		admin, err := dbpool.NewPool(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(admin.Close)
-		exec := func(sql string) {
-			t.Helper()
-			if _, err := admin.Exec(context.Background(), sql); err != nil {
-				t.Fatalf("%v\n%s", err, sql)
-			}
-		}
-		exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
-		t.Cleanup(func() {
-			_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
-			_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
-		})
+		u, admin, exec := withRole(t, role)
 		// Ten daily partitions, the last ending tomorrow, one row at each day's noon.
 		exec(`CREATE TABLE part_events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)`)
 		exec(`CREATE INDEX ON part_events (at)`)
@@ -275,23 +245,7 @@ func TestGrants(t *testing.T) {
 				t.Errorf("grants lack %s:\n%s", want, out)
 			}
 		}
-		u := dbtest.URL(t)
-		admin, err := dbpool.NewPool(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(admin.Close)
-		exec := func(sql string) {
-			t.Helper()
-			if _, err := admin.Exec(context.Background(), sql); err != nil {
-				t.Fatalf("%v\n%s", err, sql)
-			}
-		}
-		exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
-		t.Cleanup(func() {
-			_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
-			_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
-		})
+		u, admin, exec := withRole(t, role)
 		exec(`CREATE SCHEMA archive; CREATE TABLE archive.notifications (LIKE public.notifications INCLUDING ALL)`)
 		for _, stmt := range sqlStatements(out) {
 			exec(stmt)
@@ -333,4 +287,29 @@ func grantStatements(out string) []string {
 		stmts = append(stmts, out[begin:end])
 		out = out[end:]
 	}
+}
+
+// withRole makes a fresh database and the login role role (password change-me), dropped with
+// what it owns at cleanup. It returns the database's URL, a pool on it as the test's own
+// superuser, and exec, which runs SQL on that pool and fails the test on an error.
+func withRole(t *testing.T, role string) (string, *pgxpool.Pool, func(sql string)) {
+	t.Helper()
+	u := dbtest.URL(t)
+	admin, err := dbpool.NewPool(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := admin.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+	}
+	exec(`CREATE ROLE ` + role + ` LOGIN PASSWORD 'change-me'`)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	return u, admin, exec
 }

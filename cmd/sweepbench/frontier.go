@@ -64,10 +64,9 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 	contestants := baselines("f_", res.batchSize)
 	for i, s := range frontierSettings {
 		name := "the rail, " + s.what
-		if s.env == nil {
+		if len(s.env) == 0 {
 			name += fmt.Sprintf(" (%s batches)", fmtDuration(defaults.BatchTarget))
-		}
-		if len(s.env) > 0 {
+		} else {
 			name += ": `" + strings.Join(s.env, " ") + "`"
 		}
 		contestants = append(contestants, contestant{key: s.key, db: fmt.Sprintf("f_c%d", i), name: name,

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,24 @@ func (b *bench) railSetup(binDir, sweep string, extraEnv []string) setupFunc {
 		}
 		return sweep, cleanup, nil
 	}
+}
+
+// variant is C′, the rail with -variant-env's settings or -variant-bin's build, on the copy db,
+// sweeping sweep with extraEnv under the variant's settings; false without either flag.
+func (b *bench) variant(db, sweep string, extraEnv []string) (contestant, bool) {
+	if b.s.variantBin == "" && len(b.s.variantEnv) == 0 {
+		return contestant{}, false
+	}
+	bin, what := b.s.binDir, []string{}
+	if b.s.variantBin != "" {
+		bin = b.s.variantBin
+		what = append(what, "api from `"+bin+"`")
+	}
+	if len(b.s.variantEnv) > 0 {
+		what = append(what, "`"+strings.Join(b.s.variantEnv, " ")+"`")
+	}
+	return contestant{key: "C′", db: db, name: "the rail with " + strings.Join(what, ", "),
+		setup: b.railSetup(bin, sweep, append(slices.Clip(extraEnv), b.s.variantEnv...))}, true
 }
 
 func (b *bench) startRail(ctx context.Context, binDir, dbURL string, extraEnv []string) (*railProc, error) {

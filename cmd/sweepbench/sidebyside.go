@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -58,24 +57,6 @@ func (b *bench) sideBySide(ctx context.Context) (sideResult, error) {
 	}
 	res.rounds, err = b.foregroundRounds(ctx, "side by side", "round", tpl, contestants, eligible)
 	return res, err
-}
-
-// variant is C′, the rail with -variant-env's settings or -variant-bin's build, on the copy db,
-// sweeping sweep with extraEnv under the variant's settings; false without either flag.
-func (b *bench) variant(db, sweep string, extraEnv []string) (contestant, bool) {
-	if b.s.variantBin == "" && len(b.s.variantEnv) == 0 {
-		return contestant{}, false
-	}
-	bin, what := b.s.binDir, []string{}
-	if b.s.variantBin != "" {
-		bin = b.s.variantBin
-		what = append(what, "api from `"+bin+"`")
-	}
-	if len(b.s.variantEnv) > 0 {
-		what = append(what, "`"+strings.Join(b.s.variantEnv, " ")+"`")
-	}
-	return contestant{key: "C′", db: db, name: "the rail with " + strings.Join(what, ", "),
-		setup: b.railSetup(bin, sweep, append(slices.Clip(extraEnv), b.s.variantEnv...))}, true
 }
 
 // foregroundRounds plays cs beside the foreground workload, each round after the foreground

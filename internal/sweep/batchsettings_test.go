@@ -25,7 +25,7 @@ func TestBatchSettings(t *testing.T) {
 		wantCommit string
 	}{
 		{"by default, asynchronous commit", false, "off"},
-		{"with SyncCommit, the server's synchronous commit", true, "on"},
+		{"with SyncCommit, synchronous commit", true, "on"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
