@@ -20,9 +20,6 @@ const (
 	sqlstateQueryCanceled         = "57014"
 )
 
-// ms formats d as a PostgreSQL duration setting, at least a millisecond.
-func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
-
 // archive checks pass p's archive_to against the live schema: the archive exists and is a table,
 // a partitioned table or a foreign table, and not the swept table; it has a column of the same
 // name for every column of the swept table, which accepts that column's values (an INSERT of
@@ -188,7 +185,7 @@ func (c *checker) explainArchiveInsert(ctx context.Context, p policy.Pass, colum
 func (c *checker) remoteArchive(ctx context.Context, sweep string, p policy.Pass, columns []string) error {
 	probe := func(cols []string) (*pgconn.PgError, error) {
 		err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(checkStatementTimeout)); err != nil {
+			if err := (statement.Timeouts{Statement: checkStatementTimeout}).Set(ctx, tx); err != nil {
 				return err
 			}
 			rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s FROM %s AS a LIMIT 1", statement.ColumnList("a", cols), statement.QuoteName(p.ArchiveTo)))

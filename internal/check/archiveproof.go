@@ -79,7 +79,7 @@ func (c *checker) remoteInsert(ctx context.Context, sweep string, p policy.Pass,
 	rows := fmt.Sprintf("SELECT %s FROM %s AS t LIMIT 1", statement.ColumnList("t", columns), statement.QuoteName(p.Table))
 	var sent, kept int64
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(checkStatementTimeout)); err != nil {
+		if err := (statement.Timeouts{Statement: checkStatementTimeout}).Set(ctx, tx); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM ("+rows+") AS r").Scan(&sent); err != nil {

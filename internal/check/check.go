@@ -388,9 +388,8 @@ func (c *checker) volatility(ctx context.Context, sweep string, p policy.Pass, f
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
-	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-		ms(checkStatementTimeout), ms(checkLockTimeout)); err != nil {
-		return fmt.Errorf("set timeouts: %w", err)
+	if err := (statement.Timeouts{Statement: checkStatementTimeout, Lock: checkLockTimeout}).Set(ctx, tx); err != nil {
+		return err
 	}
 	calls, err := volatileCalls(ctx, tx, table, policy.SubstituteCutoff(condition, statement.NullCutoff(c.ageKind(p))))
 	pgErr, err := pgProblem(err)

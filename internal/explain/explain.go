@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // Prefix is what JSON puts before a query; error positions count it.
@@ -42,9 +43,8 @@ func Priced(ctx context.Context, pool *pgxpool.Pool, statementTimeout, lockTimeo
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
-	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-		ms(statementTimeout), ms(lockTimeout)); err != nil {
-		return nil, fmt.Errorf("set timeouts: %w", err)
+	if err := (statement.Timeouts{Statement: statementTimeout, Lock: lockTimeout}).Set(ctx, tx); err != nil {
+		return nil, err
 	}
 	if priced != "" {
 		if _, err := tx.Exec(ctx, priced); err != nil {
@@ -222,6 +222,3 @@ func LookupIndexes(raw []byte, alias, column string) ([][]string, error) {
 	}
 	return scans, nil
 }
-
-// ms formats d as a PostgreSQL duration setting, at least a millisecond (0 would mean no limit).
-func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }

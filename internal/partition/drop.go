@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // DropOptions bound and shape one Drop.
@@ -209,15 +210,8 @@ type dropper struct {
 // inTx runs f in a transaction under the lock timeout, and the statement timeout when one is set.
 func (d *dropper) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, d.conn, func(tx pgx.Tx) error {
-		var statementTimeout *string
-		if d.opts.StatementTimeout > 0 {
-			v := ms(d.opts.StatementTimeout)
-			statementTimeout = &v
-		}
-		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true),
-       set_config('statement_timeout', COALESCE($2, current_setting('statement_timeout')), true)`,
-			ms(d.opts.LockTimeout), statementTimeout); err != nil {
-			return fmt.Errorf("set timeouts: %w", err)
+		if err := (statement.Timeouts{Statement: d.opts.StatementTimeout, Lock: d.opts.LockTimeout}).Set(ctx, tx); err != nil {
+			return err
 		}
 		return f(tx)
 	})
@@ -402,7 +396,3 @@ var errProbed = errors.New("probed")
 
 // sqlstateNotInPrerequisiteState is what the server raises for a DETACH … CONCURRENTLY it refuses.
 const sqlstateNotInPrerequisiteState = "55000"
-
-func ms(d time.Duration) string {
-	return fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
-}

@@ -1,6 +1,12 @@
 package statement
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // BatchTransaction is how a batch's transaction begins: its bounds, and the commit and planner
 // settings it runs under (sql/transaction.sql says why each).
@@ -21,6 +27,42 @@ func (b BatchTransaction) Begin() string {
 		StatementTimeoutMs, LockTimeoutMs, IdleTimeoutMs int64
 		SyncCommit, Ordered                              bool
 	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered})
+}
+
+// Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a
+// partition's detach), set on it locally: they end with it, and the session keeps its own.
+type Timeouts struct {
+	// Statement and Lock are its statement_timeout and lock_timeout, in whole milliseconds (at
+	// least one); zero leaves the session's setting.
+	Statement, Lock time.Duration
+}
+
+// SQL is the statement that sets t; "" when both are zero.
+func (t Timeouts) SQL() string {
+	if t.Statement <= 0 && t.Lock <= 0 {
+		return ""
+	}
+	var ms struct{ StatementMs, LockMs int64 }
+	if t.Statement > 0 {
+		ms.StatementMs = wholeMs(t.Statement)
+	}
+	if t.Lock > 0 {
+		ms.LockMs = wholeMs(t.Lock)
+	}
+	return render("timeouts", ms)
+}
+
+// Set sets t on tx, in one round trip (no arguments: the simple protocol, which a pooler in
+// transaction mode forwards as it is).
+func (t Timeouts) Set(ctx context.Context, tx pgx.Tx) error {
+	q := t.SQL()
+	if q == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return fmt.Errorf("set timeouts: %w", err)
+	}
+	return nil
 }
 
 // wholeMs is d in whole milliseconds, at least 1: a setting of 0 would turn its bound off.

@@ -104,7 +104,7 @@ func (r *Runner) count(ctx context.Context, query string, cutoff any, n int) ([]
 		dest[i] = &counts[i]
 	}
 	err := pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.cfg.Settings.CountTimeout)); err != nil {
+		if err := (statement.Timeouts{Statement: r.cfg.Settings.CountTimeout}).Set(ctx, tx); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, query, cutoff).Scan(dest...)

@@ -169,7 +169,7 @@ func (r *Runner) dryRunPartitions(ctx context.Context, p policy.Pass, kind state
 	var n int64
 	if p.Boundary != policy.BoundaryKeep {
 		err = pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", ms(r.cfg.Settings.CountTimeout)); err != nil {
+			if err := (statement.Timeouts{Statement: r.cfg.Settings.CountTimeout}).Set(ctx, tx); err != nil {
 				return err
 			}
 			for _, part := range cut.Boundary() {
@@ -209,8 +209,7 @@ func (pr *passRun) moveToArchive(part string) error {
 	defer cancel()
 	stmt := fmt.Sprintf("ALTER TABLE %s SET SCHEMA %s", part, pgx.Identifier{pr.p.ArchiveSchema}.Sanitize())
 	err := pgx.BeginFunc(ctx, pr.r.cfg.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-			ms(s.StatementTimeout), ms(s.LockTimeout)); err != nil {
+		if err := (statement.Timeouts{Statement: s.StatementTimeout, Lock: s.LockTimeout}).Set(ctx, tx); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, stmt)

@@ -432,8 +432,6 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 	return b, nil
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
-
 // nextSize moves the batch size toward the size that would have taken target, at most doubling or
 // halving per batch so one odd batch (a checkpoint, a cold cache) does not swing it.
 func nextSize(size int, took, target time.Duration, lo, hi int) int {

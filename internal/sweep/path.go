@@ -150,9 +150,8 @@ func (r *Runner) surveyTable(ctx context.Context, p policy.Pass, st statement.Se
 	var sv survey
 	s := r.cfg.Settings
 	err := pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-			ms(s.StatementTimeout), ms(s.LockTimeout)); err != nil {
-			return fmt.Errorf("set timeouts: %w", err)
+		if err := (statement.Timeouts{Statement: s.StatementTimeout, Lock: s.LockTimeout}).Set(ctx, tx); err != nil {
+			return err
 		}
 		var blocks int64
 		var version int

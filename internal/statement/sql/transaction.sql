@@ -38,3 +38,13 @@ SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off
 {{- end}}
 {{- end}}
+
+{{/*
+  The bounds of a transaction that is no batch, set locally (set_config(…, true) ends with the
+  transaction). A bound left out keeps the session's setting.
+*/}}
+{{define "timeouts" -}}
+SELECT {{if .StatementMs}}set_config('statement_timeout', '{{.StatementMs}}ms', true){{end}}
+{{- if and .StatementMs .LockMs}}, {{end}}
+{{- if .LockMs}}set_config('lock_timeout', '{{.LockMs}}ms', true){{end}}
+{{- end}}

@@ -19,3 +19,8 @@ SET LOCAL synchronous_commit = on;
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off;
+
+-- a transaction that is no batch: its statement and lock timeouts, or one of them
+SELECT set_config('statement_timeout', '10000ms', true), set_config('lock_timeout', '1ms', true);
+SELECT set_config('statement_timeout', '10000ms', true);
+SELECT set_config('lock_timeout', '2000ms', true);
