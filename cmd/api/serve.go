@@ -60,90 +60,139 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	if err != nil {
 		return fmt.Errorf("configuration refused:\n%w", err)
 	}
-	// LOG_LEVEL=debug adds a line per batch (its duration and size), for tuning BATCH_TARGET.
-	// Masked: a pgx error may quote DATABASE_URL.
-	logger := slog.New(redactor(environ).Handler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()}))).
-		With("app_env", cfg.AppEnv)
-
+	logger := newLogger(cfg, environ, stderr)
 	pol, own, err := loadPolicy(cfg)
 	if err != nil {
 		return err
 	}
-	specs := pol.Specs
-	logRetentions(logger, own, specs)
-	// Each connection's session is reset on release: nothing a run sets survives into the next.
-	poolCfg, err := dbpool.ParseConfig(cfg.DatabaseURL, logger)
-	if err != nil {
-		return fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	// The pools connect lazily: a database that is down at boot makes /readyz say so, rather
-	// than the process crash-looping.
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return fmt.Errorf("open database pool: %w", err)
-	}
-	// /readyz has connections of its own, which no number of sweeps can take.
-	probePool, err := pgxpool.NewWithConfig(ctx, dbpool.ProbeConfig(poolCfg))
-	if err != nil {
-		pool.Close()
-		return fmt.Errorf("open the probe's database pool: %w", err)
-	}
-	defer probePool.Close()
+	logRetentions(logger, own, pol.Specs)
 
-	if err := checkPolicy(ctx, pol, pool, logger); err != nil {
-		pool.Close()
+	var open closers
+	defer open.close()
+	pools, err := openPools(ctx, cfg, logger, &open)
+	if err != nil {
 		return err
 	}
+	if err := checkPolicy(ctx, pol, pools.sweep, logger); err != nil {
+		return err
+	}
+	srv, replay, err := newAPIServer(ctx, cfg, environ, pol.Specs, pools, logger, &open)
+	if err != nil {
+		return err
+	}
+	ln, err := listen(ctx, cfg, environ, pol.Specs, pools.config, logger, stdout, &open)
+	if err != nil {
+		return err
+	}
+	return runUntilShutdown(ctx, cfg, srv, ln, replay, pools, logger)
+}
 
+// closers holds what serve has opened; close closes it, last opened first, each once.
+type closers []func()
+
+func (c *closers) push(f func()) { *c = append(*c, f) }
+
+// close has a pointer receiver: serve defers it before anything is pushed.
+func (c *closers) close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// newLogger returns the API's JSON logger. LOG_LEVEL=debug adds a line per batch (its duration
+// and size), for tuning BATCH_TARGET. Masked: a pgx error may quote DATABASE_URL.
+func newLogger(cfg config.API, environ map[string]string, stderr io.Writer) *slog.Logger {
+	return slog.New(redactor(environ).Handler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel.Level()}))).
+		With("app_env", cfg.AppEnv)
+}
+
+// apiPools are the sweeps' pool and /readyz's own, which no number of sweeps can take. Each
+// connection's session is reset on release: nothing a run sets survives into the next.
+type apiPools struct {
+	config *pgxpool.Config // the status page's pool is a copy
+	sweep  *pgxpool.Pool
+	probe  *pgxpool.Pool
+	// cut is set when SHUTDOWN_GRACE ran out: a batch still in flight keeps its connection until
+	// its statement ends, so the sweeps' pool is closed without waiting for it; PostgreSQL rolls
+	// the transaction back when the process exits.
+	cut bool
+}
+
+// openPools opens the pools and pushes their closing onto open. The pools connect lazily: a
+// database that is down at boot makes /readyz say so, rather than the process crash-looping.
+func openPools(ctx context.Context, cfg config.API, logger *slog.Logger, open *closers) (*apiPools, error) {
+	poolCfg, err := dbpool.ParseConfig(cfg.DatabaseURL, logger)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	p := &apiPools{config: poolCfg}
+	if p.sweep, err = pgxpool.NewWithConfig(ctx, poolCfg); err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	open.push(func() {
+		if p.cut {
+			go p.sweep.Close()
+			return
+		}
+		p.sweep.Close()
+	})
+	if p.probe, err = pgxpool.NewWithConfig(ctx, dbpool.ProbeConfig(poolCfg)); err != nil {
+		return nil, fmt.Errorf("open the probe's database pool: %w", err)
+	}
+	open.push(p.probe.Close)
+	return p, nil
+}
+
+// newAPIServer builds the HTTP server over the runner, with its metrics, tracing, replica
+// throttle and replay store, and pushes onto open what must be closed: the traces' flush and
+// the runs' context.
+func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string, specs []policy.Spec, pools *apiPools,
+	logger *slog.Logger, open *closers) (*http.Server, *nonce.Store, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, httpapi.MetricLabels(specs))
 	if err != nil {
-		pool.Close()
-		return fmt.Errorf("register metrics: %w", err)
+		return nil, nil, fmt.Errorf("register metrics: %w", err)
 	}
 	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; a malformed OTEL_* refuses boot.
 	tr, err := trace.New(ctx, environ, "sweeprail-api", logger)
 	if err != nil {
-		pool.Close()
-		return fmt.Errorf("configuration refused:\n%w", err)
+		return nil, nil, fmt.Errorf("configuration refused:\n%w", err)
 	}
-	defer func() {
+	open.push(func() {
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := tr.Shutdown(flushCtx); err != nil {
 			logger.Warn("flush traces", "err", err)
 		}
-	}()
+	})
 	// MAX_REPLICA_LAG(_BYTES): a throttle that cannot read the standbys' lag (no pg_monitor, or
 	// a standby as DATABASE_URL) refuses boot, rather than failing every batch.
 	throttle := replica.New(replica.Config{
 		Limits: replica.Limits{MaxLag: cfg.MaxReplicaLag, MaxLagBytes: int64(cfg.MaxReplicaLagBytes)},
-		Pool:   pool, QueryTimeout: cfg.BatchStatementTimeout, Logger: logger,
+		Pool:   pools.sweep, QueryTimeout: cfg.BatchStatementTimeout, Logger: logger,
 	})
 	if err := throttle.Check(ctx); err != nil {
-		pool.Close()
-		return fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
+		return nil, nil, fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
 	}
-	runs := history.New(pool, time.Duration(cfg.RunHistoryRetention))
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pool, Specs: specs, Settings: sweepSettings(cfg), Logger: logger, Metrics: m,
-		Tracing: tr, Throttle: throttle, History: runs})
+	runs := history.New(pools.sweep, time.Duration(cfg.RunHistoryRetention))
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pools.sweep, Specs: specs, Settings: sweepSettings(cfg), Logger: logger,
+		Metrics: m, Tracing: tr, Throttle: throttle, History: runs})
 	if err != nil {
-		pool.Close()
-		return err
+		return nil, nil, err
 	}
 
-	// Runs get a context of their own, cancelled once the listener is closed (below): shutdown
-	// must reach the runs, and the signal's context must not, or a run would stop before the
-	// server stopped accepting.
+	// Runs get a context of their own, cancelled once the listener is closed: shutdown must reach
+	// the runs, and the signal's context must not, or a run would stop before the server stopped
+	// accepting.
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRuns()
-	replay := nonce.New(pool)
+	open.push(cancelRuns)
+	replay := nonce.New(pools.sweep)
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:     logger,
 		Runner:     runner,
 		History:    runs,
-		Pool:       probePool,
+		Pool:       pools.probe,
 		Verifier:   newVerifier(cfg, logger, replay),
 		Metrics:    m,
 		Tracing:    tr,
@@ -161,20 +210,24 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	// Shutdown closes the listeners and then calls this: no new request can start a run
 	// after the runs were told to stop.
 	srv.RegisterOnShutdown(cancelRuns)
+	return srv, replay, nil
+}
 
+// listen opens the API's listener and the status page (STATUS_ADDR, off unless set: a listener
+// and a pool of its own), then says where each listens. The API's listener is the server's to
+// close once it serves.
+func listen(ctx context.Context, cfg config.API, environ map[string]string, specs []policy.Spec, poolCfg *pgxpool.Config,
+	logger *slog.Logger, stdout io.Writer, open *closers) (net.Listener, error) {
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		pool.Close()
-		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
+		return nil, fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
-	// The status page (STATUS_ADDR), off unless set: a listener and a pool of its own.
 	statusSrv, err := listenStatus(ctx, cfg, poolCfg, specs, redactor(environ), logger)
 	if err != nil {
 		ln.Close()
-		pool.Close()
-		return err
+		return nil, err
 	}
-	defer statusSrv.close()
+	open.push(statusSrv.close)
 	logger.Info("listening", "addr", ln.Addr().String(), "sweeps", len(specs),
 		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String(),
 		"batch_target", cfg.BatchTarget.String(), "batch_sync_commit", cfg.BatchSyncCommit)
@@ -182,9 +235,15 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	statusSrv.announce(stdout, logger)
 	statusSrv.serve(logger)
+	return ln, nil
+}
 
-	// Expired nonces leave on a schedule of their own, in every replica: arriving requests
-	// purging them left a flood's rows in the table for as long as no request came.
+// runUntilShutdown serves on ln, and purges expired nonces, until ctx is done; then it shuts the
+// server down within SHUTDOWN_GRACE.
+func runUntilShutdown(ctx context.Context, cfg config.API, srv *http.Server, ln net.Listener, replay *nonce.Store,
+	pools *apiPools, logger *slog.Logger) error {
+	// Expired nonces leave on a schedule of their own, in every replica, so a flood's rows do not
+	// wait for the next request to leave.
 	purgeCtx, stopPurge := context.WithCancel(context.WithoutCancel(ctx))
 	purged := make(chan struct{})
 	go func() {
@@ -198,7 +257,6 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	select {
 	case err := <-served:
 		stopPurging()
-		pool.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -206,18 +264,15 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	logger.Info("shutting down", "grace", cfg.ShutdownGrace.String())
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	err = srv.Shutdown(graceCtx)
+	err := srv.Shutdown(graceCtx)
 	<-served // http.ErrServerClosed, at once
 	stopPurging()
 	if err != nil {
-		// Cut what is left. A batch still in flight keeps its connection until its statement
-		// ends; waiting for it would overrun the grace further, and PostgreSQL rolls the
-		// transaction back when the process exits.
+		// Cut what is left rather than overrun the grace further.
 		_ = srv.Close()
-		go pool.Close()
+		pools.cut = true
 		return fmt.Errorf("shut down: SHUTDOWN_GRACE=%s ran out with requests in flight: %w", cfg.ShutdownGrace, err)
 	}
-	pool.Close()
 	logger.Info("stopped")
 	return nil
 }
