@@ -74,111 +74,155 @@ func UsesCutoff(where string) bool {
 // A :cutoff is the placeholder only as a word of its own outside quotes: not the end of a cast
 // (x::cutoff) nor the start of a longer word (:cutoffs).
 func scanCondition(where string) (depths, cutoffs []int, problems []string) {
-	seen := map[string]bool{}
-	add := func(msg string) {
-		if !seen[msg] {
-			seen[msg] = true
-			problems = append(problems, msg)
-		}
-	}
 	if strings.TrimSpace(where) == "" {
 		return nil, nil, []string{"the condition is empty: remove where, or write a condition"}
 	}
-	const (
-		code = iota
-		plain
-		escaped
-		ident
-	)
-	state, depth, stray := code, 0, false
-	depths = make([]int, len(where))
-	isWord := func(b byte) bool {
-		return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
-	}
-	for i := 0; i < len(where); i++ {
-		c := where[i]
-		depths[i] = -1
-		switch state {
-		case plain:
-			switch {
-			case c == '\'' && i+1 < len(where) && where[i+1] == '\'':
-				depths[i+1] = -1
-				i++
-			case c == '\'':
-				state = code
-			case c == '\\':
-				add(`a backslash in a plain '…' string: its meaning depends on standard_conforming_strings; write E'…' for escapes`)
-			}
-		case escaped:
-			switch {
-			case c == '\\' && i+1 < len(where):
-				depths[i+1] = -1
-				i++
-			case c == '\'' && i+1 < len(where) && where[i+1] == '\'':
-				depths[i+1] = -1
-				i++
-			case c == '\'':
-				state = code
-			}
-		case ident:
-			switch {
-			case c == '"' && i+1 < len(where) && where[i+1] == '"':
-				depths[i+1] = -1
-				i++
-			case c == '"':
-				state = code
-			}
+	s := &conditionScanner{where: where, depths: make([]int, len(where)), seen: map[string]bool{}}
+	for s.i = 0; s.i < len(where); s.i++ {
+		s.depths[s.i] = -1
+		switch s.state {
+		case inPlain:
+			s.plain()
+		case inEscaped:
+			s.escaped()
+		case inIdent:
+			s.ident()
 		default:
-			switch {
-			case c == '\'':
-				// E'…' only when the E starts a word: "type'x'" is the word type and a string.
-				if i > 0 && (where[i-1] == 'e' || where[i-1] == 'E') && (i == 1 || !isWord(where[i-2])) {
-					state = escaped
-				} else {
-					state = plain
-				}
-			case c == '"':
-				state = ident
-			case c == ';':
-				add("';' is refused: a condition cannot end our statement and start another")
-			case c == '-' && i+1 < len(where) && where[i+1] == '-', c == '/' && i+1 < len(where) && where[i+1] == '*':
-				add("comments (-- and /*) are refused: one would swallow the rest of our statement, the age test included")
-			case c == '$':
-				add("'$' is refused outside quotes: dollar quoting could hide the end of the condition, and $1 and $2 are the cutoff and the batch size (write :cutoff for the cutoff); quote an identifier that holds a $")
-			case c == ':' && strings.HasPrefix(where[i+1:], cutoffPlaceholder[1:]) && (i == 0 || where[i-1] != ':') &&
-				(i+len(cutoffPlaceholder) == len(where) || !isWord(where[i+len(cutoffPlaceholder)])):
-				cutoffs = append(cutoffs, i)
-				for j := i; j < i+len(cutoffPlaceholder); j++ {
-					depths[j] = depth
-				}
-				i += len(cutoffPlaceholder) - 1
-			case c == '(':
-				depth++
-				depths[i] = depth
-			case c == ')':
-				depths[i] = depth
-				depth--
-				if depth < 0 {
-					add("a ')' closes a parenthesis the condition did not open: the condition is wrapped in parentheses and ANDed with the age test, and escaping them (true) OR (true) would widen the delete to every row")
-					depth, stray = 0, true
-				}
-			case c < 0x20 && c != '\t' && c != '\n' && c != '\r':
-				add("a control character is refused")
-			default:
-				depths[i] = depth
-			}
+			s.code()
 		}
 	}
-	switch state {
-	case plain, escaped:
-		add("a string literal is not closed: a ' is missing")
-	case ident:
-		add(`a quoted identifier is not closed: a " is missing`)
+	switch s.state {
+	case inPlain, inEscaped:
+		s.add("a string literal is not closed: a ' is missing")
+	case inIdent:
+		s.add(`a quoted identifier is not closed: a " is missing`)
 	}
-	if depth > 0 && !stray { // after a stray ')', the count of '(' says nothing more
-		add(fmt.Sprintf("%d '(' not closed: the parentheses must balance inside the condition", depth))
+	if s.depth > 0 && !s.stray { // after a stray ')', the count of '(' says nothing more
+		s.add(fmt.Sprintf("%d '(' not closed: the parentheses must balance inside the condition", s.depth))
 	}
-	return depths, cutoffs, problems
+	return s.depths, s.cutoffs, s.problems
+}
+
+// The lexer's states: outside quotes, inside '…', inside E'…', inside "…".
+const (
+	inCode = iota
+	inPlain
+	inEscaped
+	inIdent
+)
+
+// conditionScanner is scanCondition's state as it walks where byte by byte.
+type conditionScanner struct {
+	where    string
+	i        int // the byte being read
+	state    int
+	depth    int
+	stray    bool // a ')' closed a parenthesis the condition did not open
+	depths   []int
+	cutoffs  []int
+	problems []string
+	seen     map[string]bool
+}
+
+// add records msg, once.
+func (s *conditionScanner) add(msg string) {
+	if !s.seen[msg] {
+		s.seen[msg] = true
+		s.problems = append(s.problems, msg)
+	}
+}
+
+// next reports whether the byte after the current one is c.
+func (s *conditionScanner) next(c byte) bool {
+	return s.i+1 < len(s.where) && s.where[s.i+1] == c
+}
+
+// skip steps over the next byte, inside quotes.
+func (s *conditionScanner) skip() {
+	s.depths[s.i+1] = -1
+	s.i++
+}
+
+// plain reads a byte inside '…': a doubled quote is a quote.
+func (s *conditionScanner) plain() {
+	switch c := s.where[s.i]; {
+	case c == '\'' && s.next('\''):
+		s.skip()
+	case c == '\'':
+		s.state = inCode
+	case c == '\\':
+		s.add(`a backslash in a plain '…' string: its meaning depends on standard_conforming_strings; write E'…' for escapes`)
+	}
+}
+
+// escaped reads a byte inside E'…': a backslash escapes the next byte.
+func (s *conditionScanner) escaped() {
+	switch c := s.where[s.i]; {
+	case c == '\\' && s.i+1 < len(s.where):
+		s.skip()
+	case c == '\'' && s.next('\''):
+		s.skip()
+	case c == '\'':
+		s.state = inCode
+	}
+}
+
+// ident reads a byte inside "…": a doubled quote is a quote.
+func (s *conditionScanner) ident() {
+	switch c := s.where[s.i]; {
+	case c == '"' && s.next('"'):
+		s.skip()
+	case c == '"':
+		s.state = inCode
+	}
+}
+
+// code reads a byte outside quotes.
+func (s *conditionScanner) code() {
+	where, i := s.where, s.i
+	switch c := where[i]; {
+	case c == '\'':
+		// E'…' only when the E starts a word: "type'x'" is the word type and a string.
+		if i > 0 && (where[i-1] == 'e' || where[i-1] == 'E') && (i == 1 || !isWordByte(where[i-2])) {
+			s.state = inEscaped
+		} else {
+			s.state = inPlain
+		}
+	case c == '"':
+		s.state = inIdent
+	case c == ';':
+		s.add("';' is refused: a condition cannot end our statement and start another")
+	case c == '-' && s.next('-'), c == '/' && s.next('*'):
+		s.add("comments (-- and /*) are refused: one would swallow the rest of our statement, the age test included")
+	case c == '$':
+		s.add("'$' is refused outside quotes: dollar quoting could hide the end of the condition, and $1 and $2 are the cutoff and the batch size (write :cutoff for the cutoff); quote an identifier that holds a $")
+	case c == ':' && strings.HasPrefix(where[i+1:], cutoffPlaceholder[1:]) && (i == 0 || where[i-1] != ':') &&
+		(i+len(cutoffPlaceholder) == len(where) || !isWordByte(where[i+len(cutoffPlaceholder)])):
+		s.cutoffs = append(s.cutoffs, i)
+		for j := i; j < i+len(cutoffPlaceholder); j++ {
+			s.depths[j] = s.depth
+		}
+		s.i += len(cutoffPlaceholder) - 1
+	case c == '(':
+		s.depth++
+		s.depths[i] = s.depth
+	case c == ')':
+		s.depths[i] = s.depth
+		s.depth--
+		if s.depth < 0 {
+			s.add("a ')' closes a parenthesis the condition did not open: the condition is wrapped in parentheses and ANDed with the age test, and escaping them (true) OR (true) would widen the delete to every row")
+			s.depth, s.stray = 0, true
+		}
+	case c < 0x20 && c != '\t' && c != '\n' && c != '\r':
+		s.add("a control character is refused")
+	default:
+		s.depths[i] = s.depth
+	}
+}
+
+// isWordByte reports whether b can be part of an SQL word.
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= 0x80
 }
 
 var (

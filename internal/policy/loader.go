@@ -171,83 +171,119 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 		return Pass{}, false
 	}
 	before := len(l.errs)
-	f := l.fields(n, sweep, peekName(n), "a pass", keysPass)
-	// bad holds the fields already refused here, whose value validatePass would only misread.
-	bad := map[string]bool{}
-	str := func(key string) string {
-		s, ok, refused := l.str(f, key, sweep, peekName(n))
-		bad[key] = refused
-		if !ok {
-			return ""
-		}
-		return s
-	}
+	r := &passReader{l: l, n: n, sweep: sweep, f: l.fields(n, sweep, peekName(n), "a pass", keysPass), bad: map[string]bool{}}
 	var p Pass
-	p.Name = str("name")
-	if _, ok := f["name"]; !ok {
-		l.failf(n.Line, sweep, "", "name is required")
-		bad["name"] = true
+	record = r.name(&p, record, seen)
+	p.Table = r.str("table")
+	p.AgeColumn = r.str("age_column")
+	p.AgeUnit = r.str("age_unit")
+	r.retentions(&p)
+	p.Expiry = l.boolean(r.f, "expiry", sweep, p.Name)
+	p.TimeZone = r.str("time_zone")
+	p.Where = strings.TrimSpace(r.str("where"))
+	if g, ok := r.f["keep_while_referenced_by"]; ok {
+		p.Guards = l.guards(g, sweep, p.Name, record, r.bad)
+	}
+	if c, ok := r.f["delete_with"]; ok {
+		p.DeleteWith = l.children(c, sweep, p.Name, record, r.bad)
+	}
+	if c, ok := r.f["cascades"]; ok {
+		p.Cascades = l.tables(c, sweep, p.Name, record, r.bad)
+	}
+	p.Mode = ModeBatched
+	if m := r.str("mode"); m != "" {
+		p.Mode = Mode(m)
+	}
+	p.Function = r.str("function")
+	p.KeyColumn = r.str("key_column")
+	r.caps(&p)
+	p.AllowUnindexed = l.boolean(r.f, "allow_unindexed", sweep, p.Name)
+	p.AllowShortRetention = l.boolean(r.f, "allow_short_retention", sweep, p.Name)
+	p.KeepDetached = l.boolean(r.f, "keep_detached", sweep, p.Name)
+	p.ArchiveSchema = r.str("archive_schema")
+	p.Boundary = r.str("boundary")
+	p.ArchiveTo = r.str("archive_to")
+	r.refuse(p, validatePass(p))
+	return p, len(l.errs) == before
+}
+
+// passReader reads the fields of one pass's mapping n.
+type passReader struct {
+	l     *loader
+	n     *yaml.Node
+	sweep string
+	f     map[string]*yaml.Node
+	// bad holds the fields already refused here, whose value validatePass would only misread.
+	bad map[string]bool
+}
+
+// str returns the string field key, "" when it is absent or refused.
+func (r *passReader) str(key string) string {
+	s, ok, refused := r.l.str(r.f, key, r.sweep, peekName(r.n))
+	r.bad[key] = refused
+	if !ok {
+		return ""
+	}
+	return s
+}
+
+// line returns the line of field, or the pass's when the field is absent.
+func (r *passReader) line(field string) int {
+	if v, ok := r.f[field]; ok {
+		return v.Line
+	}
+	return r.n.Line
+}
+
+// name reads the pass's name, refuses one used twice in the sweep, and records the lines of the
+// pass and its fields when record allows; it returns record, false after a duplicate.
+func (r *passReader) name(p *Pass, record bool, seen map[string]int) bool {
+	p.Name = r.str("name")
+	if _, ok := r.f["name"]; !ok {
+		r.l.failf(r.n.Line, r.sweep, "", "name is required")
+		r.bad["name"] = true
 	}
 	if at, dup := seen[p.Name]; dup && p.Name != "" {
-		l.failf(f["name"].Line, sweep, p.Name, "the name is used twice in this sweep (first at line %d); rename one", at)
+		r.l.failf(r.f["name"].Line, r.sweep, p.Name, "the name is used twice in this sweep (first at line %d); rename one", at)
 		record = false
 	} else if p.Name != "" {
-		seen[p.Name] = f["name"].Line
-	}
-	line := func(field string) int {
-		if v, ok := f[field]; ok {
-			return v.Line
-		}
-		return n.Line
+		seen[p.Name] = r.f["name"].Line
 	}
 	if record {
-		l.pol.lines[fieldKey{sweep, p.Name, ""}] = n.Line
-		for k, v := range f {
-			l.pol.lines[fieldKey{sweep, p.Name, k}] = v.Line
+		r.l.pol.lines[fieldKey{r.sweep, p.Name, ""}] = r.n.Line
+		for k, v := range r.f {
+			r.l.pol.lines[fieldKey{r.sweep, p.Name, k}] = v.Line
 		}
 	}
+	return record
+}
 
-	p.Table = str("table")
-	p.AgeColumn = str("age_column")
-	p.AgeUnit = str("age_unit")
-	if v, ok := f["retention"]; !ok {
-		l.failf(n.Line, sweep, p.Name, "retention is required (such as 30d or 48h): a window by default would be a guess")
-		bad["retention"] = true
+// retentions reads retention, which is required, and min_retention.
+func (r *passReader) retentions(p *Pass) {
+	if v, ok := r.f["retention"]; !ok {
+		r.l.failf(r.n.Line, r.sweep, p.Name, "retention is required (such as 30d or 48h): a window by default would be a guess")
+		r.bad["retention"] = true
 	} else if d, err := retention("retention", v); err != nil {
-		l.failf(v.Line, sweep, p.Name, "%v", err)
-		bad["retention"] = true
+		r.l.failf(v.Line, r.sweep, p.Name, "%v", err)
+		r.bad["retention"] = true
 	} else {
 		p.Retention = d
 	}
-	if v, ok := f["min_retention"]; ok {
+	if v, ok := r.f["min_retention"]; ok {
 		if d, err := retention("min_retention", v); err != nil {
-			l.failf(v.Line, sweep, p.Name, "%v", err)
-			bad["min_retention"] = true
+			r.l.failf(v.Line, r.sweep, p.Name, "%v", err)
+			r.bad["min_retention"] = true
 		} else {
 			p.MinRetention = d
 		}
 	}
-	p.Expiry = l.boolean(f, "expiry", sweep, p.Name)
-	p.TimeZone = str("time_zone")
-	p.Where = strings.TrimSpace(str("where"))
-	if g, ok := f["keep_while_referenced_by"]; ok {
-		p.Guards = l.guards(g, sweep, p.Name, record, bad)
-	}
-	if c, ok := f["delete_with"]; ok {
-		p.DeleteWith = l.children(c, sweep, p.Name, record, bad)
-	}
-	if c, ok := f["cascades"]; ok {
-		p.Cascades = l.tables(c, sweep, p.Name, record, bad)
-	}
-	p.Mode = ModeBatched
-	if m := str("mode"); m != "" {
-		p.Mode = Mode(m)
-	}
-	p.Function = str("function")
-	p.KeyColumn = str("key_column")
+}
+
+// caps reads batch_size, max_batches and max_rows.
+func (r *passReader) caps(p *Pass) {
 	for _, key := range []string{"batch_size", "max_batches", "max_rows"} {
-		v, ok, refused := l.integer(f, key, sweep, p.Name)
-		bad[key] = refused
+		v, ok, refused := r.l.integer(r.f, key, r.sweep, p.Name)
+		r.bad[key] = refused
 		switch {
 		case !ok:
 		case v == 0:
@@ -255,9 +291,9 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 			// see it.
 			check := map[string]func(Mode, int) string{"batch_size": checkBatchSize, "max_batches": checkMaxBatches, "max_rows": checkMaxRows}[key]
 			if msg := check(cmp.Or(p.Mode, ModeBatched), 0); msg != "" {
-				l.failf(line(key), sweep, p.Name, "%s", msg)
+				r.l.failf(r.line(key), r.sweep, p.Name, "%s", msg)
 			}
-			bad[key] = true
+			r.bad[key] = true
 		case key == "batch_size":
 			p.BatchSize = v
 		case key == "max_batches":
@@ -266,25 +302,23 @@ func (l *loader) pass(n *yaml.Node, sweep string, record bool, seen map[string]i
 			p.MaxRows = v
 		}
 	}
-	p.AllowUnindexed = l.boolean(f, "allow_unindexed", sweep, p.Name)
-	p.AllowShortRetention = l.boolean(f, "allow_short_retention", sweep, p.Name)
-	p.KeepDetached = l.boolean(f, "keep_detached", sweep, p.Name)
-	p.ArchiveSchema = str("archive_schema")
-	p.Boundary = str("boundary")
-	p.ArchiveTo = str("archive_to")
-	for _, pr := range validatePass(p) {
-		if bad[pr.field] {
+}
+
+// refuse reports validatePass's problems with p, each at its field's line, but for the fields
+// already refused while reading.
+func (r *passReader) refuse(p Pass, found []problem) {
+	for _, pr := range found {
+		if r.bad[pr.field] {
 			continue
 		}
-		lineOf := line(pr.field)
+		lineOf := r.line(pr.field)
 		if strings.HasPrefix(pr.field, "guard.") || strings.HasPrefix(pr.field, "delete_with.") || strings.HasPrefix(pr.field, "cascades.") {
-			if lineOf = l.pol.Line(sweep, p.Name, pr.field); lineOf == 0 {
-				lineOf = n.Line
+			if lineOf = r.l.pol.Line(r.sweep, p.Name, pr.field); lineOf == 0 {
+				lineOf = r.n.Line
 			}
 		}
-		l.failf(lineOf, sweep, p.Name, "%s", pr.msg)
+		r.l.failf(lineOf, r.sweep, p.Name, "%s", pr.msg)
 	}
-	return p, len(l.errs) == before
 }
 
 // guards reads keep_while_referenced_by: a list of {table, column, references, where}. A guard
