@@ -51,28 +51,62 @@ const maxNamed = 5
 // partition, for DROP. A table that fails is a *RefusedError saying why; any
 // other error is the database's.
 func Describe(ctx context.Context, q Querier, table, column string) (Info, error) {
-	refuse := func(format string, args ...any) (Info, error) {
-		return Info{}, &RefusedError{Table: table, Reason: fmt.Sprintf(format, args...)}
-	}
 	var info Info
-	var kind, owner, role string
-	var owns bool
+	own, err := describeRelation(ctx, q, table, &info)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := describeKey(ctx, q, table, column, &info); err != nil {
+		return Info{}, err
+	}
+	if err := describePartitions(ctx, q, table, &info); err != nil {
+		return Info{}, err
+	}
+	if err := describeRights(ctx, q, table, own, &info); err != nil {
+		return Info{}, err
+	}
+	return info, nil
+}
+
+// ownership is who owns a table and who asks: owns says the role owns it or is a member of its
+// owner.
+type ownership struct {
+	owns        bool
+	owner, role string
+}
+
+// refused returns the *RefusedError of table, its reason completing "table <table> …".
+func refused(table, format string, args ...any) error {
+	return &RefusedError{Table: table, Reason: fmt.Sprintf(format, args...)}
+}
+
+// describeRelation reads table's name and owner into info, and refuses what is not a partitioned
+// table.
+func describeRelation(ctx context.Context, q Querier, table string, info *Info) (ownership, error) {
+	var kind string
+	var own ownership
 	err := q.QueryRow(ctx, `
 SELECT format('%I.%I', n.nspname, c.relname), c.relkind::text, pg_has_role(c.relowner, 'USAGE'),
        pg_get_userbyid(c.relowner), current_user
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = to_regclass($1)`, quoteQualified(table)).Scan(&info.Table, &kind, &owns, &owner, &role)
+WHERE c.oid = to_regclass($1)`, quoteQualified(table)).Scan(&info.Table, &kind, &own.owns, &own.owner, &own.role)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return refuse("does not exist")
+		return own, refused(table, "does not exist")
 	case err != nil:
-		return Info{}, fmt.Errorf("describe %s: %w", table, err)
+		return own, fmt.Errorf("describe %s: %w", table, err)
 	case kind == "r":
-		return refuse("is not partitioned: mode partitions drops whole partitions of a table partitioned by RANGE on its age column; sweep it with mode batched")
+		return own, refused(table, "is not partitioned: mode partitions drops whole partitions of a table partitioned by RANGE on its age column; sweep it with mode batched")
 	case kind != "p":
-		return refuse("is %s, not a table: mode partitions needs a table partitioned by RANGE on its age column", relkindName(kind))
+		return own, refused(table, "is %s, not a table: mode partitions needs a table partitioned by RANGE on its age column", relkindName(kind))
 	}
+	info.Owns = own.owns
+	return own, nil
+}
 
+// describeKey reads table's partition key into info, and refuses one that is not RANGE on column
+// alone, of a type the package reads.
+func describeKey(ctx context.Context, q Querier, table, column string, info *Info) error {
 	var strat, keydef string
 	var natts int
 	var keyColumn, keyType *string
@@ -81,25 +115,30 @@ WHERE c.oid = to_regclass($1)`, quoteQualified(table)).Scan(&info.Table, &kind, 
 SELECT strat, partnatts, keydef, (SELECT attname::text FROM pg_attribute WHERE attrelid = partrelid AND attnum = attrs[0] AND attrs[0] <> 0),
        format_type(keytype, NULL), partdefid <> 0
 FROM parent`, quoteQualified(table)).Scan(&strat, &natts, &keydef, &keyColumn, &keyType, &hasDefault); err != nil {
-		return Info{}, fmt.Errorf("describe %s: read partition key: %w", table, err)
+		return fmt.Errorf("describe %s: read partition key: %w", table, err)
 	}
 	switch {
 	case strat != "r":
-		return refuse("is partitioned by %s, not by RANGE: mode partitions needs a range of time per partition", keydef)
+		return refused(table, "is partitioned by %s, not by RANGE: mode partitions needs a range of time per partition", keydef)
 	case natts != 1:
-		return refuse("is partitioned by %s, on %d columns: mode partitions needs one column, the age column %q", keydef, natts, column)
+		return refused(table, "is partitioned by %s, on %d columns: mode partitions needs one column, the age column %q", keydef, natts, column)
 	case keyColumn == nil:
-		return refuse("is partitioned by %s, on an expression: mode partitions needs the age column %q itself as the key", keydef, column)
+		return refused(table, "is partitioned by %s, on an expression: mode partitions needs the age column %q itself as the key", keydef, column)
 	case *keyColumn != column:
-		return refuse("is partitioned by %s, not on the age column %q: name the partition key as age_column, or sweep with mode batched", keydef, column)
+		return refused(table, "is partitioned by %s, not on the age column %q: name the partition key as age_column, or sweep with mode batched", keydef, column)
 	case keyType == nil || !KeyType(*keyType).Temporal() && !KeyType(*keyType).Integer():
-		return refuse("is partitioned by %s, a column of type %s: mode partitions needs a timestamptz, timestamp or date key (or an integer of Unix time, with age_unit)", keydef, deref(keyType))
+		return refused(table, "is partitioned by %s, a column of type %s: mode partitions needs a timestamptz, timestamp or date key (or an integer of Unix time, with age_unit)", keydef, deref(keyType))
 	}
 	info.Column, info.Key, info.HasDefault = column, KeyType(*keyType), hasDefault
+	return nil
+}
 
+// describePartitions counts table's partitions into info, notes one whose detach is pending, and
+// refuses partitions that are partitioned themselves.
+func describePartitions(ctx context.Context, q Querier, table string, info *Info) error {
 	parts, err := List(ctx, q, table)
 	if err != nil {
-		return Info{}, fmt.Errorf("describe %s: %w", table, err)
+		return fmt.Errorf("describe %s: %w", table, err)
 	}
 	info.Partitions = len(parts)
 	var sub, pending []string
@@ -112,27 +151,32 @@ FROM parent`, quoteQualified(table)).Scan(&strat, &natts, &keydef, &keyColumn, &
 		}
 	}
 	if len(sub) > 0 {
-		return refuse("has partitions that are themselves partitioned (%s): mode partitions handles one level", names(sub))
+		return refused(table, "has partitions that are themselves partitioned (%s): mode partitions handles one level", names(sub))
 	}
 	if len(pending) > 0 {
 		info.DetachPending = pending[0]
 	}
+	return nil
+}
 
+// describeRights says how the role will detach and drop table's partitions: through the drop
+// function when it is usable (info.Definer), else as the owner of the table and of every
+// partition; it refuses a role that can do neither.
+func describeRights(ctx context.Context, q Querier, table string, own ownership, info *Info) error {
 	def, err := FindDefiner(ctx, q, table)
 	if err != nil {
-		return Info{}, fmt.Errorf("describe %s: %w", table, err)
+		return fmt.Errorf("describe %s: %w", table, err)
 	}
-	info.Owns = owns
 	if def.Usable {
 		info.Definer = def.Function
-		return info, nil
+		return nil
 	}
-	if !owns {
-		fix := fmt.Sprintf("have the table's owner create the drop function %s (api grants prints it) and grant EXECUTE on it, or make role %q a member of %q", def.Function, role, owner)
+	if !own.owns {
+		fix := fmt.Sprintf("have the table's owner create the drop function %s (api grants prints it) and grant EXECUTE on it, or make role %q a member of %q", def.Function, own.role, own.owner)
 		if def.Why != "" {
-			return refuse("is owned by %q, and role %q is not a member of it; its drop function %s %s: %s", owner, role, def.Function, def.Why, fix)
+			return refused(table, "is owned by %q, and role %q is not a member of it; its drop function %s %s: %s", own.owner, own.role, def.Function, def.Why, fix)
 		}
-		return refuse("is owned by %q, and role %q is not a member of it, and there is no drop function %s: DETACH PARTITION needs the table's owner; %s", owner, role, def.Function, fix)
+		return refused(table, "is owned by %q, and role %q is not a member of it, and there is no drop function %s: DETACH PARTITION needs the table's owner; %s", own.owner, own.role, def.Function, fix)
 	}
 	rows, err := q.Query(ctx, `
 SELECT format('%I.%I', n.nspname, c.relname) || ' (owner ' || quote_ident(pg_get_userbyid(c.relowner)) || ')'
@@ -140,17 +184,17 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON 
 WHERE i.inhparent = to_regclass($1) AND NOT pg_has_role(c.relowner, 'USAGE')
 ORDER BY c.relname`, quoteQualified(table))
 	if err != nil {
-		return Info{}, fmt.Errorf("describe %s: read partition owners: %w", table, err)
+		return fmt.Errorf("describe %s: read partition owners: %w", table, err)
 	}
 	notOwned, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return Info{}, fmt.Errorf("describe %s: read partition owners: %w", table, err)
+		return fmt.Errorf("describe %s: read partition owners: %w", table, err)
 	}
 	if len(notOwned) > 0 {
-		return refuse("has %d partitions that role %q does not own (nor is a member of their owner): %s; DROP TABLE needs the owner",
-			len(notOwned), role, names(notOwned))
+		return refused(table, "has %d partitions that role %q does not own (nor is a member of their owner): %s; DROP TABLE needs the owner",
+			len(notOwned), own.role, names(notOwned))
 	}
-	return info, nil
+	return nil
 }
 
 func names(list []string) string {
