@@ -13,14 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A drop function lets a role that does not own a partitioned table drop its expired partitions:
-// the table's owner creates it once (DefinerSQL, which `api grants` prints), SECURITY DEFINER, and
-// grants the role EXECUTE on it alone. It detaches and drops one partition of that one table, and
-// only one whose upper bound is at or before the cutoff it is given; it refuses the default
-// partition, any other relation, and a call without a lock timeout. It runs in the caller's
-// transaction, so its DETACH is a plain one (DETACH … CONCURRENTLY cannot run in a transaction
-// block): it holds the table's ACCESS EXCLUSIVE lock for the catalog change, under the caller's
-// SET LOCAL lock_timeout.
+// A drop function (DefinerSQL, SECURITY DEFINER, created by the table's owner from `api grants`)
+// lets a role that does not own a partitioned table drop that table's expired partitions and
+// nothing else. It runs in the caller's transaction, so its DETACH is plain, under the caller's
+// SET LOCAL lock_timeout: DETACH … CONCURRENTLY cannot run in a transaction block.
 
 // definerPrefix begins the name of every drop function; the rest is the table's name.
 const definerPrefix = "sweeprail_drop_"

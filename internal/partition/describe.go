@@ -44,12 +44,9 @@ func (e *RefusedError) Error() string { return fmt.Sprintf("table %q %s", e.Tabl
 const maxNamed = 5
 
 // Describe checks that table (name or schema.name) can be swept by dropping partitions on column:
-// it is partitioned by RANGE on that column alone (not an expression), a timestamptz, timestamp or
-// date; no partition is itself partitioned; every bound is one the package reads; and the current
-// role may detach and drop: through the table's drop function when it is usable (Info.Definer),
-// else directly, as the owner (or a member of the owner) of the table, for DETACH, and of each
-// partition, for DROP. A table that fails is a *RefusedError saying why; any
-// other error is the database's.
+// partitioned by RANGE on that column alone, of a type the package reads, one level deep, and the
+// current role able to detach and drop, through the drop function or as the owner. A table that
+// fails is a *RefusedError saying why; any other error is the database's.
 func Describe(ctx context.Context, q Querier, table, column string) (Info, error) {
 	var info Info
 	own, err := describeRelation(ctx, q, table, &info)

@@ -71,29 +71,19 @@ func (e *IncompleteError) Unwrap() error { return e.Err }
 var ErrDefaultPartition = errors.New("the default partition is never dropped")
 
 // Drop detaches partition p from its table and drops it (or keeps it detached), each statement
-// under opts.LockTimeout, on one connection of pool. It acts on the partition by OID, as it is
-// when Drop comes to it:
+// under opts.LockTimeout, on one connection of pool, by the partition's state (by OID) as Drop
+// finds it:
 //
-//   - gone from its table already: nothing to do (Outcome.Gone);
-//   - with opts.Definer: the table's drop function detaches (finalizing a detach-pending
-//     partition) and drops it, in one transaction under the timeouts; it refuses (42501) a
-//     partition that does not end at or before opts.Cutoff;
-//   - detach-pending (an interrupted DETACH … CONCURRENTLY): DETACH … FINALIZE, then DROP TABLE,
-//     in one transaction;
-//   - else, where the server allows DETACH … CONCURRENTLY (no default partition, no other
-//     partition detach-pending) and nothing outside the table depends on the partition (a foreign
-//     key or view on it would make the DROP fail after the detach): a probe first takes and
-//     releases the partition's ACCESS EXCLUSIVE lock, so that a session holding it fails the drop
-//     before anything changes; then DETACH … CONCURRENTLY (cancelled past twice the lock
-//     timeout, since it runs with no setting of its own), then DROP TABLE. A detach interrupted
-//     in its second transaction (cancelled waiting for a reader of the table) leaves the
-//     partition detach-pending: Drop finalizes it at once and, when that fails too, returns an
-//     *IncompleteError with the FINALIZE statement (the next Drop of it finalizes it);
-//   - else plain DETACH PARTITION and DROP TABLE in one transaction: either both happen or
-//     neither, and the error is the server's (55P03 lock timeout, 23503 rows referenced through a
-//     foreign key, 2BP01 objects depending on the partition).
+//	gone from its table   nothing to do (Outcome.Gone)
+//	opts.Definer          the drop function, which refuses (42501) a partition past opts.Cutoff
+//	detach-pending        DETACH … FINALIZE, then DROP TABLE, in one transaction
+//	concurrent allowed    a lock probe, DETACH … CONCURRENTLY (finalized if cut), DROP TABLE
+//	else                  DETACH PARTITION and DROP TABLE in one transaction: both or neither
 //
-// Errors name the partition and wrap the server's *pgconn.PgError.
+// CONCURRENTLY is allowed with no default partition, no other detach pending and, for a drop,
+// nothing outside the table depending on the partition. Errors name the partition and wrap the
+// server's *pgconn.PgError; one left between states is an *IncompleteError naming the statement
+// that finishes it.
 func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions) (out Outcome, err error) {
 	verb := "drop"
 	if opts.KeepDetached {

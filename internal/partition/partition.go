@@ -1,15 +1,9 @@
 // Package partition owns retention by whole partitions: the partitions of a table partitioned by
-// RANGE on one time column, read from the catalog; which of them a cutoff expires; and dropping
-// one (detach, then drop) under a lock timeout, so that a held lock costs an error, not a hang.
-//
-// It knows nothing of sweeps, passes or budgets: the caller lists, picks with Expired, and drops
-// one partition at a time, checking its budget between partitions.
-//
-// Every bound is read by the server: the catalog shows a bound only as text, in the session's
-// DateStyle and TimeZone, and not every such text reads back as it was written (a zone abbreviation
-// such as IST names another zone on input). So List pins DateStyle ISO and TimeZone UTC in a
-// transaction of its own, which it rolls back, and casts the text back to the key's type in the
-// statement that lists it: no text is parsed in Go.
+// RANGE on one time column, which of them a cutoff expires, and dropping one (detach, then drop)
+// under a lock timeout, so that a held lock costs an error, not a hang. It knows nothing of
+// sweeps or budgets: the caller drops one partition at a time. The server reads every bound (List
+// pins DateStyle and TimeZone and casts the catalog's text back to the key's type): such text
+// does not always read back as written (IST names another zone on input), and Go parses none.
 package partition
 
 import (

@@ -7,22 +7,10 @@ import (
 )
 
 // checkCondition checks the shape of a where condition, which is SQL inserted into our statements
-// as "(<where>) AND t.<age> < $1 …". It cannot prove the condition harmless (CheckPolicy compiles
-// it against the schema), but it refuses everything that could make it more than one boolean
-// expression inside those parentheses:
-//   - ';': it would end our statement and start another ("true; DROP TABLE x");
-//   - comments (-- and /*): they would swallow the rest of our statement, cutoff included;
-//   - a ')' closing a parenthesis it did not open: "true) OR (true" would escape our parentheses
-//     and OR past the age test, widening the delete to every row;
-//   - '$' (dollar quoting, and parameters: $1 is the cutoff, $2 the batch size): a condition names
-//     the run's cutoff as :cutoff (cutoffPlaceholder), which the statements replace with $1;
-//   - an unterminated string or quoted identifier, and a backslash in a plain '…' string, which
-//     means something else when standard_conforming_strings is off (write E'…' for escapes).
-//
-// Quotes are followed as PostgreSQL's lexer follows them (a doubled quote inside a '…' string or
-// a "…" identifier, a backslash escape inside E'…'), so these characters are allowed inside a
-// string or quoted identifier. It returns one message per kind of problem; none when the shape is
-// sound.
+// as "(<where>) AND t.<age> < $1 …". It cannot prove the condition harmless (the check against
+// the schema compiles it), but it refuses whatever could make it more than one boolean expression
+// inside those parentheses; each refusal's message says why. Quotes are followed as PostgreSQL's
+// lexer follows them. It returns one message per kind of problem; none when the shape is sound.
 func checkCondition(where string) []string {
 	_, _, problems := scanCondition(where)
 	return problems

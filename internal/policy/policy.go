@@ -26,10 +26,10 @@ const (
 	keysChild = "table column references"
 )
 
-// Policy is a policy file after Load: the sweeps it declares, ready for NewRunner, and the
-// line of each field, so that CheckPolicy's findings against the live schema point at the line to
-// change. Lines are keyed by sweep and pass names, which Load proved unique, so a copy of
-// Specs with other retentions (WithRetention) keeps its lines.
+// Policy is a policy file after Load: the sweeps it declares, ready for NewRunner, and the line
+// of each field, so that the live-schema check's findings point at the line to change. Lines are
+// keyed by sweep and pass names, which Load proved unique, so a copy of Specs with other
+// retentions (WithRetention) keeps its lines.
 type Policy struct {
 	// File names the policy in messages: the path as given, or DefaultFile.
 	File string
