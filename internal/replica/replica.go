@@ -70,27 +70,11 @@ var ErrNoPrivilege = errors.New("the role cannot read the standbys' replication 
 // exist: the throttle must read the primary, the server the sweeps write to.
 var ErrNotPrimary = errors.New("the server is a standby (in recovery): the replica lag is read on the primary")
 
-// lagSQL reads every standby and every physical slot in one round trip, each measured against
-// the same pg_current_wal_lsn().
-//
-// Standbys: rows of pg_stat_replication in state streaming or catchup with a replay position.
-// That leaves out pg_basebackup's and pg_receivewal's senders (state backup, or no replay
-// position: they store WAL, they never replay it), and logical walsenders, told apart by the
-// logical slot they hold: a logical subscriber or a change-data-capture consumer is not a
-// standby, serves no reads of this database and takes no part in a failover, and one that falls
-// behind for hours would stall every sweep. A row whose state is NULL is a row the role may not
-// see into (hidden); it is returned as such so that the caller can refuse it.
-//
-// Slots: physical slots only, by restart_lsn. For a physical slot, restart_lsn is where its
-// consumer has flushed up to (the walsender moves it at each of the standby's replies) and the
-// oldest WAL the primary keeps for it; confirmed_flush_lsn is always NULL, since it belongs to
-// logical decoding. So current - restart_lsn is both how far the slot's standby is behind in
-// receiving and how much WAL the slot makes the primary keep in pg_wal. A connected standby is
-// already counted by its replay position, which is at or behind its flush position, so its slot
-// adds nothing; the slot is what counts a standby while it is disconnected: every batch's WAL
-// piles up in the primary's pg_wal for it. Slots without a restart_lsn (never used, nothing
-// reserved) hold nothing, and lost slots (wal_status 'lost') can no longer be caught up: waiting
-// for them would wait forever, and they need rebuilding, not throttling.
+// lagSQL reads every standby and every physical slot in one round trip, against one
+// pg_current_wal_lsn(); docs/CRON.md ("Replica lag") says what counts and why. Standbys are
+// walsenders that replay (not pg_basebackup's, pg_receivewal's or logical ones); a NULL state is
+// a row the role may not see into, returned so the caller refuses it. A slot counts by
+// restart_lsn, what it makes the primary keep: a disconnected standby; a lost one is left out.
 const lagSQL = `
 WITH cur AS (SELECT pg_current_wal_lsn() AS lsn)
 SELECT 'standby', coalesce(r.application_name, ''), r.state IS NULL,

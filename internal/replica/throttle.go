@@ -33,15 +33,9 @@ type Limits struct {
 func (l Limits) Off() bool { return l.MaxLag <= 0 && l.MaxLagBytes <= 0 }
 
 // Over returns the lag furthest over the limits (the most bytes behind, among those over), and
-// whether any is over.
-//
-// Replay lag counts only for a standby that has WAL left to replay. PostgreSQL keeps showing the
-// last measured replay_lag for a while after a standby has caught up and the primary went quiet
-// (then NULL), and computes it only when the standby reports; a standby whose replay position is
-// the primary's current position is not behind, whatever replay_lag still says. (Right after new
-// WAL, until the standby's report on it comes back, a round trip, the old value shows with bytes
-// to replay: a throttle reading then waits one recheck for nothing, once after a quiet spell.)
-// A slot has no replay lag: it counts against MaxLagBytes only.
+// whether any is over. Replay lag counts only while a standby has WAL left to replay: PostgreSQL
+// keeps showing a caught-up standby's last replay_lag for a while. A slot counts against
+// MaxLagBytes only.
 func (l Limits) Over(lags []Lag) (Lag, bool) {
 	var (
 		worst Lag
@@ -145,18 +139,11 @@ func (t *Throttle) Check(ctx context.Context) error {
 	return Check(ctx, t.pool)
 }
 
-// Wait returns at once when the throttle is off or every standby and slot is within the limits.
-// Otherwise it waits, reading the lag again every Recheck, until all are within the limits, ctx
-// is done, or until is reached, and never sleeps past until.
-//
-// waited is the time spent waiting: 0 when nothing was over at the first read, so a healthy
-// standby adds nothing to a run's throttled time. The error is ctx's when ctx ended the wait,
-// else a failed read (ErrNoPrivilege, ErrNotPrimary, or the database's); a throttle that cannot
-// read the lag does not pretend the standbys are fine.
-//
-// A nil error does not say the standbys are within the limits: the wait may have ended because
-// until was reached. The caller checks its own deadline after Wait, and stops (budget) when it
-// has passed, instead of starting another batch on a standby that is still behind.
+// Wait waits, reading the lag every Recheck, while a standby or slot is over the limits, until ctx
+// is done or until; it never sleeps past until, and returns the time waited (0 when nothing was
+// over). The error is ctx's, or a failed read (ErrNoPrivilege, ErrNotPrimary, the database's): a
+// throttle that cannot read the lag fails closed. A nil error may mean until was reached, so the
+// caller checks its own deadline before another batch.
 func (t *Throttle) Wait(ctx context.Context, until time.Time) (waited time.Duration, err error) {
 	if !t.Enabled() {
 		return 0, nil

@@ -9,25 +9,11 @@ import (
 // standby that never catches up.
 const maxSamples = 100_000
 
-// walClock dates WAL positions by the throttle's own reads, to tell how far behind a standby is
-// in time while it is behind.
-//
-// PostgreSQL's replay_lag cannot: the primary computes it only from a standby's reports of WAL it
-// has replayed, so it says how late the last replayed WAL was, not how old the oldest unreplayed
-// WAL is. A standby that stops replaying (a long query on it, a slow disk) shows the replay_lag it
-// had, and a drain shorter than MAX_REPLICA_LAG never sees it pass (make bench measured a 1s limit
-// let a slow standby fall 3s behind). So each read records the primary's WAL position with the
-// time; a standby replayed up to position p is behind by at least the time since the first read
-// whose position was past p: the oldest WAL it has not replayed was written after the read before
-// that one. Reads come before every batch, so the estimate is short by at most one batch.
-//
-// How old the oldest unreplayed WAL is now still says nothing of how old it will be by the time
-// the standby gets to it: a standby that replays at a third of the rate a drain writes falls
-// further behind for as long as the drain goes on, and past the limit only after the drain has
-// written more than it can replay in time. So the clock also keeps each standby's replay position
-// over the last second, and projects how long the standby will take to replay what it has left at
-// that rate (CatchUp): the throttle holds the drain back before the standby is a limit behind,
-// not once it is.
+// walClock dates WAL positions by the throttle's own reads, since replay_lag says how late the
+// last replayed WAL was, not how old the oldest unreplayed WAL is (docs/CRON.md, "Replica lag"). A
+// standby replayed up to p is behind by at least the time since the first read past p, short by
+// at most one batch. The clock also keeps each standby's replay rate over the last second to
+// project its catch-up (catchUp), so the throttle acts before the standby is a limit behind.
 type walClock struct {
 	mu      sync.Mutex
 	samples []walSample
@@ -83,12 +69,9 @@ func (c *walClock) date(lags []Lag, now time.Time) {
 }
 
 // catchUp records standby name's replay position and projects how long it will take to replay
-// bytes, and the next step (the WAL of the batch the caller is about to run), at the rate it
-// replayed since the oldest read of the last second at which it had WAL left to replay (a
-// standby with nothing to replay replays nothing, which is no sign of slowness): the lag the
-// newest WAL would have, were the batch run now.
-// It is 0 until such a read is minRateSpan old, and stalledCatch for a standby that replayed
-// nothing since.
+// bytes plus step (the next batch's WAL) at the rate it replayed over the last second while it
+// had WAL left (nothing to replay is no sign of slowness). It is 0 until that span reaches
+// minRateSpan, and stalledCatch for a standby that replayed nothing since.
 func (c *walClock) catchUp(name string, replayed, bytes, step int64, now time.Time) time.Duration {
 	if c.replays == nil {
 		c.replays = map[string][]replaySample{}

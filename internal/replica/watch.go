@@ -17,16 +17,10 @@ type Peak struct {
 	Samples int
 }
 
-// Watch reads the standbys' lag in the background and keeps the peak: a benchmark starts one
-// around a workload to report how far behind the workload left the standbys. Physical slots are
-// left out: they measure what the primary keeps, not how stale a standby is.
-//
-// The peak is sampled, so it can miss a peak shorter than the interval, and it is the primary's
-// view, which learns a standby's replay position from the standby's status messages. A replay
-// lag the primary already showed when the watch started is left out until the standby reports
-// again: after a burst, PostgreSQL keeps showing its replay_lag for a while, and for the first
-// moments of the next workload (its WAL written, the standby's report not back yet) that old
-// value would be taken for the new workload's.
+// Watch reads the standbys' lag in the background and keeps the sampled peak, as the primary sees
+// it: a benchmark runs one around a workload. Slots are left out (they measure what the primary
+// keeps), and so is a replay lag already shown when the watch started, until the standby reports
+// again: PostgreSQL keeps showing the last burst's replay_lag for a while.
 type Watch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
