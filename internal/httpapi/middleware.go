@@ -215,16 +215,10 @@ func ensureSigned(check func(http.Handler) http.Handler) func(http.Handler) http
 	}
 }
 
-// requireSignature guards /internal/*, in this order: a configured key (503 otherwise), then the
-// header alone (missing, malformed, stale: refused before a byte of the body is read), then the
-// body, read under maxBodyBytes and within bodyTimeout, then the MAC and the replay cache over it.
-// Only then does the handler get the body it verified; nothing before touches the database. With
-// no verifier (no key configured), it refuses everything: an unconfigured key must never mean an
-// open door.
-//
-// The server span starts only then too, from the caller's traceparent and tracestate: a caller
-// without the key can neither place spans in a trace of its choosing, nor decide whether a
-// request is sampled, nor have its tracestate exported, nor make a span at all.
+// requireSignature guards /internal/*, cheapest refusal first: a configured key (503; no key must
+// never mean an open door), the header alone, the body (under maxBodyBytes, within bodyTimeout),
+// then the MAC and the replay check. Only a verified request reaches the database, the handler
+// or the tracing: an unsigned caller can neither make a span nor steer a trace.
 func requireSignature(logger *slog.Logger, v *signing.Verifier, m *metrics.Metrics, bodyTimeout time.Duration, tr *trace.Tracing) func(http.Handler) http.Handler {
 	refused := func(w http.ResponseWriter, r *http.Request, err error) {
 		var se *signing.Error

@@ -7,13 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// addRoutes is the whole API surface, in one place.
-//
-// Everything under /internal/ sits behind the signature check, which NewServer runs before
-// routing (signInternal) and the /internal subrouter runs again for anything that got past it
-// (ensureSigned): unknown paths and methods under /internal/, FOO and a lower-case post included,
-// are refused by the signature check first, so an unsigned caller learns nothing about which
-// routes exist.
+// addRoutes is the whole API surface, in one place. Everything under /internal/ is signed:
+// NewServer checks before routing (signInternal), so an unsigned caller learns nothing of which
+// routes or methods exist, and the subrouter checks again (ensureSigned).
 func addRoutes(mux *chi.Mux, d Deps, signed func(http.Handler) http.Handler) {
 	// Set before Route, so the /internal subrouter inherits them.
 	mux.NotFound(handleNotFound(d.Logger))

@@ -1,12 +1,9 @@
-// Package signing implements sweeprail's request-signing scheme v1 (docs/DESIGN.md, "Request signing
-// (v1)"): Sign and SignRequest for clients such as the cron client, and a Verifier for the API's
-// middleware. Both ends share this code so that the wire format cannot drift between them.
-//
-// The header is
+// Package signing is request signing v1 (docs/DESIGN.md, "Request signing (v1)") for both ends,
+// Sign and SignRequest for clients, a Verifier for the API, so the format cannot drift:
 //
 //	X-Sweep-Signature: t=<unix seconds>,n=<uuid nonce>,v1=<hex>[,v1=<hex>…]
 //
-// and each v1 is the lowercase hex HMAC-SHA256, under one key, of these fields joined by "\n":
+// where each v1 is the lowercase hex HMAC-SHA256, under one key, of these fields joined by "\n":
 //
 //	v1
 //	<t>
@@ -16,9 +13,8 @@
 //	<raw query>   (empty when none)
 //	<hex sha256 of the raw body>
 //
-// Only the path can contain a newline (a decoded %0A); every other field is newline-free (t is
-// digits, the nonce a uuid, the method an HTTP token, the raw query comes from the request line,
-// the body hash is fixed-length hex), so the message still splits one way only.
+// Only the path can hold a newline (a decoded %0A); every other field cannot, so the message
+// still splits one way only.
 package signing
 
 import (

@@ -49,22 +49,11 @@ func (v *Verifier) WithStore(store ReplayStore) *Verifier {
 	return v
 }
 
-// NewVerifier returns a Verifier for keys in order current, previous (empty/nil keys are ignored;
-// the keys are copied). maxAge is the replay window in both directions; now is the injected clock
-// (nil means time.Now); cacheSize bounds the replay cache of nonces.
-//
-// The cache holds at most cacheSize live nonces and never evicts one, since an evicted nonce's
-// request could be replayed. When it is full, a verifier with a store (WithStore) checks the new
-// nonce against the store alone, whose unique key refuses a replay as surely: one key holder's
-// flood then costs the database a row per request, never another caller a refusal. Without a
-// store it fails closed, refusing an otherwise valid request with ReasonReplayed. Only requests
-// whose MAC passed are recorded, so only a holder of a key can fill the cache, and it drains by
-// itself within 2×maxAge. Callers pass 100000, about 800 requests/s sustained with the default
-// 60s window, for about 10 MB at most. A cacheSize below 1 leaves every nonce to the store, or
-// refuses every request without one.
-//
-// With no usable key, Verify refuses everything with ReasonBad (the API answers 503 before it
-// gets there; this is the last line).
+// NewVerifier returns a Verifier for keys in order current, previous (empty keys are ignored; the
+// keys are copied), maxAge the replay window each way, now the clock (nil: time.Now). The cache
+// holds at most cacheSize live nonces and never evicts one; when full, the store (WithStore)
+// decides alone, and without a store the request is refused (ReasonReplayed): docs/SECURITY.md
+// says why. With no usable key, Verify refuses everything with ReasonBad.
 func NewVerifier(keys [][]byte, maxAge time.Duration, now func() time.Time, cacheSize int) *Verifier {
 	var ks [][]byte
 	for _, k := range keys {
@@ -79,20 +68,11 @@ func NewVerifier(keys [][]byte, maxAge time.Duration, now func() time.Time, cach
 	return &Verifier{keys: ks, maxAge: maxAge, now: now, seen: newReplayCache(cacheSize)}
 }
 
-// Verify returns nil or *Error. Safe for concurrent use.
-//
-// Checks, in order: missing (empty header) → malformed → stale (|now − t| > maxAge) → MAC
-// (hmac.Equal of every v1 against every key) → replay (the nonce is recorded only now, after the
-// MAC passed, so forged requests cannot fill the cache or burn a legitimate nonce).
-//
-// The header is a comma-separated list of key=value elements, in any order, optionally surrounded
-// by spaces or tabs. Exactly one t (unix seconds, canonical decimal: digits, no sign, no leading
-// zero), exactly one n (a uuid of any version in its 36-character form, either case), and at least
-// one v1 (64 hex digits, an HMAC-SHA256). Keys are case-sensitive; other keys (v2=, v0=, …) are
-// ignored. Anything else is malformed: an element without '=', an empty element or key, a
-// repeated t or n, a header over 4 KiB.
-//
-// method, path and rawQuery are what the server saw: r.Method, r.URL.Path, r.URL.RawQuery.
+// Verify returns nil or *Error; it is safe for concurrent use. It checks, in order: missing →
+// malformed (the grammar in docs/DESIGN.md, "Request signing (v1)") → stale (|now − t| > maxAge)
+// → MAC (every v1 against every key) → replay, recorded only after the MAC passed, so a forged
+// request can neither fill the cache nor burn a nonce. method, path and rawQuery are what the
+// server saw: r.Method, r.URL.Path, r.URL.RawQuery.
 func (v *Verifier) Verify(header, method, path, rawQuery string, body []byte) error {
 	return v.VerifyContext(context.Background(), header, method, path, rawQuery, body)
 }

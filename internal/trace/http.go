@@ -9,17 +9,11 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 )
 
-// Handler wraps next so that each request runs in a server span whose parent is the caller's W3C
-// traceparent header, when it carries a valid one; the span is in the request's context, so the
-// run's spans become its children. With tracing off (or a nil Tracing) it returns next itself.
-//
-// It trusts the headers it reads: the caller decides the trace id, whether the request is sampled
-// (the default sampler follows the parent) and the tracestate exported. Wrap only handlers whose
-// caller was authenticated first (the API starts it after the signature check).
-//
-// The span is named after the method alone, as OpenTelemetry's HTTP conventions say for a
-// server that does not know its route template here: a path in the name would give every probe
-// of a scanner a span name of its own. The path is the url.path attribute.
+// Handler wraps next so that each request runs in a server span, child of the caller's W3C
+// traceparent when valid, the run's spans its children; with tracing off it returns next. It
+// trusts those headers (trace id, sampling, tracestate), so wrap only authenticated handlers.
+// The span is named by the method alone, as OpenTelemetry's HTTP conventions say without a route
+// template, so a scanner's probes make no span names; the path is the url.path attribute.
 func (t *Tracing) Handler(next http.Handler) http.Handler {
 	if !t.Enabled() {
 		return next

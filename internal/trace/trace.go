@@ -1,16 +1,9 @@
 // Package trace owns sweeprail's OpenTelemetry tracing: the tracer provider, off unless an OTLP
 // endpoint is configured; the HTTP middleware that continues a caller's W3C trace context; and
-// the spans of a sweep run (run → pass → batch), so that the runner never touches the OpenTelemetry
-// API itself.
-//
-// Tracing is configured by the standard OTEL_* variables (see Variables), read from the environ map
-// the binary passes in, and turned into explicit exporter options, which take precedence over what
-// the exporter would read from the process environment. The SDK itself still reads the sampler
-// (OTEL_TRACES_SAMPLER), span limits and resource variables from the process environment; the
-// binaries build environ from that same environment, so the two agree.
-//
-// A nil *Tracing, and the *Tracing of New when tracing is off, cost a context lookup per span and
-// record nothing, so callers need no "if tracing" of their own.
+// the run → pass → batch spans, so that the runner never touches the OpenTelemetry API itself.
+// Exporter options come from the environ map the binary passes in (Variables); the SDK reads the
+// sampler, span limits and resource from the process environment, which environ is built from.
+// A nil *Tracing, like one that is off, records nothing, so callers need no "if tracing".
 package trace
 
 import (
@@ -39,14 +32,11 @@ type Tracing struct {
 	shutdown   func(context.Context) error
 }
 
-// New builds the process's tracing from environ. Without OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), or with OTEL_SDK_DISABLED=true, it returns a Tracing that
-// records nothing and whose Handler is the handler itself. Otherwise spans are batched and sent
-// by OTLP over HTTP to the endpoint. service is the service.name unless OTEL_SERVICE_NAME is set.
-// A malformed variable is an error naming it and its value (header values are never shown).
-//
-// Export failures are logged on logger at warn level: New routes OpenTelemetry's process-wide
-// error handler there, the only way the SDK reports them. Nil discards them.
+// New builds the process's tracing from environ: off without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT
+// or with OTEL_SDK_DISABLED=true, else spans batched to the endpoint by OTLP/HTTP, service the
+// service.name unless OTEL_SERVICE_NAME is set. A malformed variable is an error naming it and
+// its value (never a header's). Export failures go to logger at warn (nil discards them), through
+// OpenTelemetry's process-wide error handler, the only way the SDK reports them.
 func New(ctx context.Context, environ map[string]string, service string, logger *slog.Logger) (*Tracing, error) {
 	cfg, err := loadConfig(environ, service)
 	if err != nil {
