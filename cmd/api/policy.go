@@ -20,13 +20,10 @@ const policyCheckTimeout = 2 * time.Minute
 
 const policyUsage = "usage: api policy check [file] | api policy sql [file]  (no file: SWEEP_POLICY_FILE, else the bundled catalog.yaml)"
 
-// policyCmd runs `api policy check [file]`, for an operator's CI and by hand: it loads the policy
-// file and checks it as serve would at boot, statically and then against the live schema at
-// DATABASE_URL. Without a file it checks SWEEP_POLICY_FILE, else the bundled policy: what serve
-// would load. It prints OK and one line per sweep, or every problem, one per line, on stderr; any
-// problem is an error (exit status 1). Warnings (allow_unindexed passes) do not fail the check.
-// Like serve, it also wants sweeprail's own schema in place (api migrate up): a database without
-// the lease table fails the check.
+// policyCmd runs `api policy check [file]` (default: what serve would load): the checks serve
+// runs at boot, sweeprail's own schema included, so that an operator's CI refuses what a boot
+// would. It prints OK and one line per sweep, or every problem on stderr (exit status 1);
+// warnings (allow_unindexed passes) do not fail it.
 func policyCmd(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" && args[0] != "sql" {
 		return fmt.Errorf("policy: want a subcommand\n%s", policyUsage)

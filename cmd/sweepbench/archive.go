@@ -11,19 +11,12 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
-// The archive run (sweepbench archive): what archive_to costs against a plain delete of the same
-// rows. Three contestants, each on a fresh copy of the seeded notifications table, swept by the
-// engine in-process with every batch at BATCH_SIZE, so that batch durations compare directly:
+// The archive run (sweepbench archive): what archive_to costs per row against a plain delete, on
+// fresh copies of the seeded notifications table, in-process at fixed batches, no foreground:
 //
 //	delete   the notifications sweep as it ships
-//	local    the same pass with archive_to: archive.notifications, a table in the same database
-//	         keyed like the swept one
-//	foreign  archive_to: a postgres_fdw foreign table over such a table in another database
-//	         (sweepbench_cold) of the bench cluster, reached over loopback TCP: postgres_fdw's own
-//	         cost without a network's round trips, which a real cold server adds (one per
-//	         postgres_fdw batch of inserts, and the remote COMMIT)
-//
-// No foreground runs: the question is the engine's own cost per row.
+//	local    archive_to a keyed table in the same database
+//	foreign  archive_to a postgres_fdw table in sweepbench_cold, over loopback (no network trips)
 
 // archiveColdDB is the database that plays the cold server.
 const archiveColdDB = "sweepbench_cold"

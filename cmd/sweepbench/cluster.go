@@ -166,16 +166,12 @@ func readMachine(ctx context.Context, admin *pgx.Conn) (machine, error) {
 	return m, nil
 }
 
-// seedSQL fills notifications rows $2..$3 of a table of $1 rows, as of $4:
+// seedSQL fills notifications rows $2..$3 of a table of $1 rows, as of $4, deterministically
+// (Knuth-style hashes of the row number):
 //
-//   - created_at spans 400 days in id order, so the heap is in age order, as an append-mostly
-//     table's is, and read_at follows it within a day;
-//   - a row older than 31 days was read within a day of creation with probability $5 / $6, else
-//     never (denseRead, sparseRead);
-//   - a row of the last 31 days is unread or was read in the last 29 days: never eligible.
-//
-// The multipliers are Knuth-style hashes of the row number: deterministic, so two runs seed the
-// same table.
+//	created_at  400 days in id order: the heap in age order, as an append-mostly table's
+//	read_at     within a day of created_at, for $5 / $6 of the rows past 31 days, else never
+//	recent      the last 31 days unread or read within 29: never eligible
 const seedSQL = `
 INSERT INTO notifications (account_id, kind, body, created_at, read_at)
 SELECT a.ids[1 + (i % array_length(a.ids, 1))::int], k.kind,
@@ -200,7 +196,7 @@ const (
 	sparseRead, sparseOf = 1084, 100_000
 )
 
-// eligibleSQL is the notifications sweep's predicate as of now.
+// eligibleSQL counts the rows the notifications sweep's predicate holds at the database's now().
 const eligibleSQL = `SELECT count(*) FROM notifications WHERE read_at IS NOT NULL AND read_at < now() - interval '30 days'`
 
 // seedChunk bounds one INSERT, so progress shows and no single statement holds 5M rows' locks.

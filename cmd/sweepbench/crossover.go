@@ -13,13 +13,9 @@ import (
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
-// The crossover run (sweepbench crossover): the heap path against the index path over the eligible
-// share, in-process, without foreground, each on a fresh copy: the measurement behind the engine's
-// heapShare. One table holds two age columns over the same rows: ordered_at follows the heap (an
-// append-mostly table's age: the eligible rows are the oldest blocks), scattered_at is a hash of
-// the row (a status-like or updated-in-place age: the eligible rows are everywhere). A pass on
-// either, with its retention set so that exactly the share is eligible, is swept once by each
-// path.
+// The crossover run (sweepbench crossover) measures the engine's heapShare: the heap path against
+// the index path at each eligible share, on fresh copies of one table whose ordered_at follows
+// the heap and whose scattered_at is a hash of the row (eligible rows everywhere).
 
 // crossoverShares are the eligible shares measured.
 var crossoverShares = []float64{0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}

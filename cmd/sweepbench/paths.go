@@ -22,10 +22,8 @@ import (
 //	queue   River's river_job, its (state, finalized_at) index, a backlog of completed jobs (-rows)
 //	locked  the dense table while a transaction holds row locks on lockedRows eligible rows
 //
-// On each: A and A′ (the monolithic DELETE, typed and with the cutoff bound; not on the locked
-// table, where they would wait for the holder), C (the rail end to end, choosing its path), and
-// the engine in-process on each path forced (heap, index); with -variant-env or -variant-bin,
-// C′ beside C.
+// On each: A and A′ (the monolithic DELETE; not on the locked table, where they would wait), C
+// (the rail end to end), the engine on each path forced, and C′ with -variant-env or -variant-bin.
 
 // lockedRows is how many eligible rows the locked table's holder keeps locked, spread evenly over
 // the eligible rows: each should cost the batch that meets it one retry, skipping it.

@@ -217,17 +217,9 @@ func (s *standby) waitFor(ctx context.Context, within time.Duration, what string
 	}
 }
 
-// dutyCycle makes the standby slow on purpose: its replay is paused for pausedFor of every
-// period and runs the rest, until stop. It models a busy standby, one whose replay gets only part
-// of a core (long queries, a slow disk, a smaller machine), so that its replay rate is a fraction
-// of what the primary can write.
-//
-// Why not recovery_min_apply_delay: a delayed standby is always at least its delay behind,
-// however little the primary writes, so a throttle set below the delay waits forever, and one
-// set above it never waits; neither says anything about a drain. Why a short period: once a
-// throttle stops writing, a paused standby still falls further behind on the WAL it already has,
-// for up to the rest of its pause; with a period of a second that would add up to 0.7 s to any
-// peak, measuring the schedule rather than the throttle.
+// dutyCycle makes the standby slow on purpose, as a busy one is: its replay is paused for
+// pausedFor of every period and runs the rest, until stop. docs/BENCHMARKS.md ("Replica lag")
+// says why not recovery_min_apply_delay, and why a short period.
 type dutyCycle struct {
 	cancel context.CancelFunc
 	done   chan struct{}

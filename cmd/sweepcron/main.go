@@ -1,22 +1,21 @@
-// Command sweepcron is sweeprail's cron client. It discovers every sweep route from
-// GET /internal/sweeps, calls each with a signed POST, classifies each answer with
-// internal/classify, prints one line per route and a summary, and never stops at a failed route,
-// except when the API cannot be reached at all.
-//
-// Usage:
+// Command sweepcron is sweeprail's cron client: it discovers every sweep route (GET
+// /internal/sweeps), calls each with a signed POST, classifies each answer (internal/classify),
+// and prints a line per route and a summary. Only an unreachable API stops it at a failed route.
 //
 //	sweepcron [--only a,b] [--dry-run] [--batch-size N] [--json] [--every 15m]
 //	sweepcron curl <name-or-route> [--dry-run] [--batch-size N]
 //	sweepcron history [--sweep NAME] [--limit N] [--json]
 //
-// Environment: API_URL, INTERNAL_SIGNING_KEY, INTERNAL_FETCH_TIMEOUT (default 150s).
+// Environment: API_URL, INTERNAL_SIGNING_KEY, INTERNAL_FETCH_TIMEOUT (default 150s). Exit status
+// (with --every, a tick's failures are printed and the loop goes on):
 //
-// Exit status: 0 when every route is ok, truncated or skipped; 1 when any route failed, when
-// discovery answered but not with a catalog, or when a single run was interrupted before every
-// route was called; 2 when the API was unreachable; 78 (EX_CONFIG) for a configuration error,
-// which includes a bad command line, an --only name the catalog does not hold, and a fetch timeout
-// not above the server's write timeout. With --every, a tick's failures are printed and the loop
-// goes on; only a configuration error ends it early, and SIGINT/SIGTERM end it with 0.
+//	0   every route ok, truncated or skipped; --every ended by SIGINT or SIGTERM
+//	1   a route failed, discovery answered but not with a catalog, or a single run was
+//	    interrupted before every route was called
+//	2   the API was unreachable
+//	78  a configuration error (EX_CONFIG), the only one that ends --every early: a bad command
+//	    line, an --only name the catalog does not hold, a fetch timeout not above the server's
+//	    write timeout
 package main
 
 import (

@@ -1,9 +1,6 @@
-// Package classify turns one answer of POST /internal/sweep-<name> into the cron client's verdict.
-//
-// It is pure: it reads the outcome of one HTTP exchange (a transport error, or a status code and
-// a body, or a body that broke mid-read) and returns a Category, the parsed answer when there is
-// one, and a one-line detail for the operator. It performs no I/O, so every rule below is pinned
-// by a table test.
+// Package classify turns one answer of POST /internal/sweep-<name> into the cron client's verdict:
+// a Category, the parsed answer when there is one, and a one-line detail. It does no I/O, so a
+// table test pins every rule.
 //
 // Rules, checked in this order:
 //
@@ -11,9 +8,8 @@
 //  2. BodyErr set (the body read broke after the headers arrived): truncated-body, whatever the
 //     status, because a partial body cannot be trusted to say what happened.
 //  3. Non-2xx status: batch-error when the body is a sweep answer that reports a failed batch
-//     (the API answers 500 with the run's JSON then); otherwise fail. A non-2xx status is never
-//     read as success, even when its body claims one: schedulers that look only at the status
-//     would see a failure, and the client must not be more optimistic than they are.
+//     (the API answers 500 with the run's JSON then); otherwise fail, whatever the body claims:
+//     the client must not be more optimistic than a scheduler that reads only the status.
 //  4. 2xx but not a sweep answer (not JSON, not a JSON object, no "sweep", neither a
 //     "stopReason" nor "dryRun": true, a field of the wrong type, an unknown stop reason, or an
 //     answer that contradicts itself such as skipped without lease-held): unparseable.

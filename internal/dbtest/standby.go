@@ -25,12 +25,8 @@ import (
 )
 
 // Cluster is a PostgreSQL cluster of one test's own, started by scripts/pg under a temporary
-// PG_DIR and destroyed at cleanup.
-//
-// Tests that watch server-wide state need one: the standbys and replication slots a replica
-// throttle reads belong to the whole server, so on the shared TEST_DATABASE_URL server another
-// package's standby, paused by its own test, would throttle every test that reads replica lag.
-// Starting one costs about a second (initdb and start).
+// PG_DIR and destroyed at cleanup (about a second). Tests that read server-wide state need one:
+// on the shared server another package's paused standby would throttle every replica-lag test.
 type Cluster struct {
 	// URL names the cluster's maintenance database, "postgres", as superuser postgres.
 	URL string
@@ -113,13 +109,10 @@ type Standby struct {
 // waits for the primary to see a standby catch up short.
 const standbyStatusInterval = "1s"
 
-// StartStandby copies primaryURL's cluster with pg_basebackup -R into a temporary folder, starts
-// it as a hot standby on a free loopback port, and waits until the primary lists it as
-// streaming and knows its replay position. It is stopped and deleted when the test ends. The primary must accept replication
-// connections from 127.0.0.1 as the URL's user, as scripts/pg's clusters do (initdb's default
-// pg_hba.conf has the line; wal_level replica and max_wal_senders 10 are the defaults).
-//
-// As root, the copy and the server run as user postgres, which PostgreSQL requires.
+// StartStandby copies primaryURL's cluster with pg_basebackup -R and starts it as a hot standby
+// on a free loopback port, stopped and deleted when the test ends; it returns once the primary
+// sees it streaming. The primary must accept replication connections from 127.0.0.1 as the URL's
+// user (initdb's defaults do). As root, both run as user postgres, which PostgreSQL requires.
 func StartStandby(t testing.TB, primaryURL string) *Standby {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
