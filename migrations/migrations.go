@@ -1,35 +1,13 @@
-// Package migrations embeds sweeprail's SQL migrations (goose format) and applies them. They form
-// two sets, each recorded in a version table of its own, so that one is installed, checked and
-// upgraded without the other:
+// Package migrations embeds sweeprail's SQL migrations (goose format) and applies them, in two
+// sets, each with a version table of its own so that one is installed, checked and upgraded
+// without the other:
 //
-//   - Sweeprail (directory sweeprail/): sweeprail's own objects, all in schema sweeprail, recorded
-//     in sweeprail.goose_db_version. `api migrate up` installs this set, and only this set, on any
-//     database: the tables it sweeps are the operator's. Boot, /readyz and `api policy check`
-//     check it (Check).
-//   - Demo (directory demo/): the reference schema the bundled catalog sweeps (accounts,
-//     notifications, …), created in the search_path's first schema and recorded in
-//     goose_db_version there, where releases before the split recorded it, so databases migrated
-//     by them carry on. `api migrate up --demo` and `api seed-demo` install it.
+//	Sweeprail  sweeprail/: sweeprail's own objects in schema sweeprail (sweeprail.goose_db_version),
+//	           installed alone by `api migrate up`; boot, /readyz and `api policy check` Check it
+//	Demo       demo/: the bundled catalog's reference schema, in the search_path's first schema
+//	           (goose's default goose_db_version), by `api migrate up --demo` and `api seed-demo`
 //
-// Adding an object of sweeprail's own is dropping the next numbered file into sweeprail/:
-//
-//   - name it NNNNN_what.sql with the next five-digit number (00002_replay_nonce.sql,
-//     00003_run.sql); goose applies the files in that order and records each number;
-//   - qualify every object with the schema (CREATE TABLE sweeprail.run …): the set never creates
-//     anything outside schema sweeprail, which exists before the first file runs;
-//   - build indexes in the migration's transaction, never CONCURRENTLY: replicas migrating
-//     together queue on the set's advisory lock inside an open transaction, which a concurrent
-//     build waits for while it holds the lock (a deadlock); every table of the set is pruned to
-//     a retention, so a plain build is short;
-//   - add a table the API cannot serve without to Sweeprail.Required: boot and `api policy check`
-//     then refuse, and /readyz reports, a database that lacks it, naming `api migrate up`;
-//   - only add: during a rollout the previous release runs against the migrated database (a
-//     database ahead of the build is ready), and a released file is never edited.
-//
-// Nothing else changes: the binary embeds the directory, `api migrate up` applies the new file
-// (under a transaction-level advisory lock, so replicas migrating at boot queue up, also through a
-// transaction pooler), /readyz reports it pending
-// until then, and internal/dbtest's templates are rebuilt from it.
+// docs/DESIGN.md ("sweeprail's own objects") says how to add an object of sweeprail's own.
 package migrations
 
 import (
@@ -99,7 +77,7 @@ var Sweeprail = &Set{
 }
 
 // Demo is the reference schema of the bundled catalog. It keeps goose's default version table
-// and lock, as every release before the split did.
+// and lock, where the databases that hold it record its versions.
 var Demo = &Set{
 	Name:         "demo",
 	Title:        "the demo schema",
@@ -145,13 +123,10 @@ const (
 	lockPoll = 500 * time.Millisecond
 )
 
-// lockSet takes the set's advisory lock in a transaction held open on a connection of its own, and
-// returns what commits it. A transaction-level lock holds through a transaction pooler, which
-// keeps a transaction on one server connection: replicas migrating at once queue here, and the
-// ones that come second find nothing left to do. A waiting Up tries in short transactions rather
-// than blocking in one, so that waiters never hold the pooler's server connections, which the
-// migrating Up needs. The holding transaction is idle while the migrations run on other
-// connections, so the server's idle-in-transaction timeout is lifted for it.
+// lockSet takes the set's advisory lock in a transaction held open on a connection of its own
+// (a transaction-level lock holds through a transaction pooler), and returns what commits it.
+// Replicas migrating at once queue here, polling in short transactions so that waiters hold none
+// of the pooler's connections; the holder idles meanwhile, so its idle timeout is lifted.
 func (s *Set) lockSet(ctx context.Context, databaseURL string) (unlock func(), err error) {
 	deadline := time.Now().Add(lockWait)
 	for {
