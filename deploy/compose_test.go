@@ -61,8 +61,8 @@ var composeServiceKeys = strings.Fields(`annotations attach blkio_config build c
 	storage_opt sysctls tmpfs tty ulimits use_api_socket user userns_mode uts volumes volumes_from
 	working_dir`)
 
-// TestComposeFile checks what docs/DESIGN.md and the issue fix for the compose deployment: the order
-// of start-up, where the key comes from, and the stop grace against the shutdown bounds.
+// TestComposeFile checks what docs/DESIGN.md and docs/DEPLOY.md fix for the compose deployment: the
+// order of start-up, where the key comes from, and the stop grace against the shutdown bounds.
 func TestComposeFile(t *testing.T) {
 	b := defaultBounds(t)
 	doc := yamlDocs(t, composeFile)[0]

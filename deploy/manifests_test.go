@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// TestDockerfile checks the image the issue asks for: a static, stripped build of both binaries
+// TestDockerfile checks the image docs/DEPLOY.md describes: a static, stripped build of both binaries
 // into a minimal non-root runtime image, and a build context that cannot carry secrets.
 func TestDockerfile(t *testing.T) {
 	d, err := parseDockerfile(readFile(t, filepath.Join(repoRoot, "Dockerfile")))
@@ -97,7 +97,7 @@ func TestDockerfile(t *testing.T) {
 	})
 }
 
-// TestKubernetes checks the manifests against docs/DESIGN.md's bounds and the issue: two probed API
+// TestKubernetes checks the manifests against docs/DESIGN.md's bounds and docs/DEPLOY.md: two probed API
 // replicas that shut down within their grace, a CronJob that cannot overlap itself or be cut
 // short by its deadline, and a Secret template that never holds a key.
 func TestKubernetes(t *testing.T) {

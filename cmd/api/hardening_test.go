@@ -42,13 +42,13 @@ func demoRows(t *testing.T, pool *pgxpool.Pool) int64 {
 	return total
 }
 
-// TestSeedDemoRefuses: seed-demo planted fake but real-looking rows in a
-// populated production database. It now refuses APP_ENV=production outright, whatever the flags,
-// and a database where any table it writes holds rows unless --force.
+// TestSeedDemoRefuses: seed-demo must never plant fake but real-looking rows in a populated
+// production database. It refuses APP_ENV=production outright, whatever the flags, and a
+// database where any table it writes holds rows unless --force.
 func TestSeedDemoRefuses(t *testing.T) {
 	ctx := context.Background()
-	// populate puts one row in one table seed-demo writes, never in accounts: --if-empty used to
-	// look at accounts only.
+	// populate puts one row in one table seed-demo writes, never in accounts: --if-empty must
+	// look at every table, not at accounts alone.
 	populate := func(t *testing.T, pool *pgxpool.Pool) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
@@ -217,8 +217,8 @@ func holdDryRuns(t *testing.T, s *served, pool *pgxpool.Pool, n int) (release fu
 
 // TestReadyzWhileDryRunsHoldThePool: dry runs holding every connection of the
 // sweeps' pool (pool_max_conns=2, MAX_CONCURRENT_DRY_RUNS=2) neither let a third in (429) nor
-// reach /readyz, which answers from its own pool. Readiness used to answer 503
-// database_unreachable, and Kubernetes would pull a healthy pod.
+// reach /readyz, which answers from its own pool: a 503 database_unreachable there would make
+// Kubernetes pull a healthy pod.
 func TestReadyzWhileDryRunsHoldThePool(t *testing.T) {
 	u := dbtest.URL(t)
 	pool := seedNotifications(t, u, 10)

@@ -191,7 +191,7 @@ func TestLoadAPIBounds(t *testing.T) {
 			[]string{"BATCH_STATEMENT_TIMEOUT=597h must be within 1ms..596h31m23.647s"}},
 		{"signature max age below a second", map[string]string{"SIGNATURE_MAX_AGE": "999ms"},
 			[]string{"SIGNATURE_MAX_AGE=999ms must be >= 1s"}},
-		// A ten-year window once accepted a five-year-old signature.
+		// A ten-year window would accept a five-year-old signature.
 		{"signature max age ten years", map[string]string{"SIGNATURE_MAX_AGE": "87600h"},
 			[]string{"SIGNATURE_MAX_AGE=87600h must be <= 5m0s"}},
 		{"signature max age just above 5m", map[string]string{"SIGNATURE_MAX_AGE": "5m1s"},

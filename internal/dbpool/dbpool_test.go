@@ -102,8 +102,8 @@ func text(t *testing.T, q interface {
 
 // TestResetOnRelease (every route to it): whatever session state one
 // holder of a pooled connection leaves, the next holder of that same connection (same backend
-// pid: reset, not replaced) finds the session as it was. Row 3 was a policy condition calling
-// set_config(…, false) in a dry run: every later sweep on that connection failed 25006.
+// pid: reset, not replaced) finds the session as it was. Row 3 is a policy condition calling
+// set_config(…, false) in a dry run: unreset, every later sweep on that connection fails 25006.
 func TestResetOnRelease(t *testing.T) {
 	u, other := limitedRole(t)
 	cases := []struct {

@@ -17,8 +17,8 @@ import (
 )
 
 // TestInternalSignatureFirst: every request under /internal meets the signature
-// check before the router, whatever its method or path. An unknown method (FOO, a lower-case
-// post) used to get chi's 405 with an Allow header, naming the route, without a signature.
+// check before the router, whatever its method or path: an unknown method (FOO, a lower-case
+// post) must not get chi's 405 with an Allow header, which would name the route unsigned.
 func TestInternalSignatureFirst(t *testing.T) {
 	h := newHarness(t)
 	cases := []struct{ method, target string }{
@@ -67,7 +67,7 @@ func TestInternalSignatureFirst(t *testing.T) {
 }
 
 // TestSweepQueryRefused: a query string on a sweep route is refused after the
-// signature passes. ?dryRun=true, signed with its query, used to run the sweep for real.
+// signature passes: ?dryRun=true, signed with its query, must never run the sweep for real.
 func TestSweepQueryRefused(t *testing.T) {
 	h := newHarness(t)
 	h.seedNotifications(7)
@@ -154,8 +154,8 @@ func sendStalled(t *testing.T, h *harness, r rawRequest) (resp *http.Response, b
 
 // TestHeaderBeforeBody: a request whose signature header is missing, malformed
 // or stale is refused before its body is read, and its connection is closed rather than drained,
-// so a client sending its body a byte at a time holds nothing. Each such connection used to be
-// held for the whole write timeout.
+// so a client sending its body a byte at a time holds nothing, not a connection for the whole
+// write timeout.
 func TestHeaderBeforeBody(t *testing.T) {
 	const drain = 200 * time.Millisecond
 	h := newHarness(t, func(o *options) { o.bodyTimeout = drain })

@@ -10,8 +10,8 @@ import (
 
 // strictQuery admits a request whose query string the standard parser reads whole and that names
 // only the parameters in allowed, each at most once; anything else is 400 bad_request. r.URL.Query
-// drops what it cannot parse, so "?sweep=a;limit=1000" was read as no parameters at all and
-// answered the unfiltered history: a query must mean exactly what it says or be refused. It runs
+// drops what it cannot parse, so "?sweep=a;limit=1000" would read as no parameters at all and
+// answer the unfiltered history: a query must mean exactly what it says or be refused. It runs
 // after the signature, so an unsigned caller learns nothing from it.
 func strictQuery(logger *slog.Logger, route string, allowed ...string) func(http.Handler) http.Handler {
 	takes := "takes no parameters"

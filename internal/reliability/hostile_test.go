@@ -82,7 +82,7 @@ func settle(t *testing.T, pool *pgxpool.Pool, app string) {
 	}
 }
 
-// TestHostileRequests sends a real api the hostile requests of the issue. Each is refused with
+// TestHostileRequests sends a real api the hostile requests of docs/RELIABILITY.md. Each is refused with
 // its 4xx and its error code, and does nothing in the database: no lease written, no DELETE
 // statement run, no row changed, and not one query sent by the api (its sessions' last-query
 // times stay as they were) — except, for a request whose signature passed and whose body was
