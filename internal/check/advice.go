@@ -22,11 +22,12 @@ type ageRefusal struct {
 // the first of them; the others name it), made partial only by the conditions every one of them
 // shares, since an index partial on one pass's where cannot serve another's. A single pass gets
 // the index partial on the simple parts of its own where.
-func (c *checker) adviseAgeIndexes(ctx context.Context) error {
+func (c *checker) adviseAgeIndexes(ctx context.Context, unserved []ageRefusal) (findings, error) {
+	var found findings
 	type key struct{ table, column string }
 	var order []key
 	groups := map[key][]ageRefusal{}
-	for _, r := range c.ageRefusals {
+	for _, r := range unserved {
 		k := key{r.p.Table, r.p.AgeColumn}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
@@ -41,26 +42,26 @@ func (c *checker) adviseAgeIndexes(ctx context.Context) error {
 		}
 		fix, err := c.indexFor(ctx, k.table, k.column, where, "t")
 		if err != nil {
-			return err
+			return findings{}, err
 		}
 		what := fmt.Sprintf("no index serves the batch select, so every batch would read all of table %q", k.table)
 		first := refused[0]
 		if len(refused) == 1 {
-			c.fail(first.sweep, first.p.Name, "", "%s: create the index, or set allow_unindexed: true for a table that stays small: %s", what, fix)
+			found.refuse(c.problem(first.sweep, first.p.Name, "", "%s: create the index, or set allow_unindexed: true for a table that stays small: %s", what, fix))
 			continue
 		}
 		var names []string
 		for _, r := range refused {
 			names = append(names, fmt.Sprintf("%s.%s", r.sweep, r.p.Name))
 		}
-		c.fail(first.sweep, first.p.Name, "", "%s: create the index, which serves all %d passes of the table that no index serves (%s), or set allow_unindexed: true for a table that stays small: %s",
-			what, len(refused), strings.Join(names, ", "), fix)
+		found.refuse(c.problem(first.sweep, first.p.Name, "", "%s: create the index, which serves all %d passes of the table that no index serves (%s), or set allow_unindexed: true for a table that stays small: %s",
+			what, len(refused), strings.Join(names, ", "), fix))
 		for _, r := range refused[1:] {
-			c.fail(r.sweep, r.p.Name, "", "%s: the index suggested for pass %q of sweep %q serves this pass too, or set allow_unindexed: true for a table that stays small",
-				what, first.p.Name, first.sweep)
+			found.refuse(c.problem(r.sweep, r.p.Name, "", "%s: the index suggested for pass %q of sweep %q serves this pass too, or set allow_unindexed: true for a table that stays small",
+				what, first.p.Name, first.sweep))
 		}
 	}
-	return nil
+	return found, nil
 }
 
 // sharedConjuncts is the simple conjuncts (policy.PartialPredicate's) that every refused pass's

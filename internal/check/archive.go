@@ -20,143 +20,201 @@ const (
 	sqlstateQueryCanceled         = "57014"
 )
 
-// archive checks pass p's archive_to against the live schema: the archive exists and is a table,
-// a partitioned table or a foreign table, and not the swept table; it has a column of the same
-// name for every column of the swept table, which accepts that column's values (an INSERT of
-// that column alone, planned); the role may insert into each; and the pass's archive statement
-// compiles. A foreign archive's remote table is then asked for the same columns (a read of one
-// row): a remote that cannot be reached is a warning, not a refusal, since it is a run's
-// problem and the API must boot without it.
-func (c *checker) archive(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time) error {
+// archive checks pass p's archive_to: a table (or foreign table) that is not the swept one, in a
+// schema of the user's, with a column for each of the swept table's that accepts its values,
+// into which the role may insert, and with which the pass's statement compiles. A foreign
+// archive's remote table is then proved too (remoteArchive, remoteInsert).
+func (c *checker) archive(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time) (findings, error) {
 	if p.ArchiveTo == "" {
-		return nil
+		return findings{}, nil
 	}
 	src, err := c.table(ctx, p.Table)
 	if err != nil || src.problem != "" {
-		return err // the catalog step reported it
+		return findings{}, err // the catalog step reported it
 	}
-	var oid uint32
-	var kind string
-	err = c.pool.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`,
-		statement.QuoteName(p.ArchiveTo)).Scan(&oid, &kind)
+	found, arch, err := c.archiveTable(ctx, sweep, p, src)
+	if err != nil || found.refused() {
+		return found, err
+	}
+	for _, step := range []func() (findings, error){
+		func() (findings, error) { return c.archiveSideEffects(ctx, sweep, p, arch.oid) },
+		func() (findings, error) { return c.archiveColumns(ctx, sweep, p, src, arch) },
+		func() (findings, error) { return c.archiveGrants(ctx, sweep, p, src, arch) },
+		func() (findings, error) { return c.archiveAccepts(ctx, sweep, p, src, arch) },
+		func() (findings, error) { return c.archiveCompiles(ctx, sweep, p, src, cutoff) },
+	} {
+		f, err := step()
+		if err != nil {
+			return findings{}, err
+		}
+		if found.add(f); f.refused() {
+			return found, nil
+		}
+	}
+	if arch.kind != "f" {
+		return found, nil
+	}
+	remote, err := c.remoteArchive(ctx, sweep, p, src.columnNames())
+	if err != nil {
+		return findings{}, err
+	}
+	if found.add(remote); remote.refused() || len(remote.warnings) > 0 {
+		return found, nil // a remote that cannot be read cannot be inserted into either
+	}
+	insert, err := c.remoteInsert(ctx, sweep, p, src.columnNames())
+	if err != nil {
+		return findings{}, err
+	}
+	found.add(insert)
+	return found, nil
+}
+
+// archiveRel is the archive as the catalog has it.
+type archiveRel struct {
+	oid uint32
+	// kind is its relkind: r, p or f.
+	kind string
+	// columns are its columns by name.
+	columns map[string]columnInfo
+	// sqlName is its name as a suggested statement writes it.
+	sqlName string
+}
+
+// archiveTable resolves p's archive_to and refuses what cannot hold the swept rows: nothing, a
+// relation that is no table, the swept table itself, a table of sweeprail's or the system's.
+func (c *checker) archiveTable(ctx context.Context, sweep string, p policy.Pass, src *tableInfo) (findings, archiveRel, error) {
+	var found findings
+	var arch archiveRel
+	err := c.pool.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`,
+		statement.QuoteName(p.ArchiveTo)).Scan(&arch.oid, &arch.kind)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		msg, err := c.missingTable(ctx, p.ArchiveTo)
 		if err != nil {
-			return err
+			return findings{}, arch, err
 		}
-		c.fail(sweep, p.Name, "archive_to", "archive_to table %q %s (CREATE TABLE %s (LIKE %s) makes one; for cold storage on another server, a postgres_fdw foreign table)",
-			p.ArchiveTo, msg, p.ArchiveTo, p.Table)
-		return nil
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q %s (CREATE TABLE %s (LIKE %s) makes one; for cold storage on another server, a postgres_fdw foreign table)",
+			p.ArchiveTo, msg, p.ArchiveTo, p.Table))
+		return found, arch, nil
 	case err != nil:
-		return fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
-	case kind != "r" && kind != "p" && kind != "f":
-		c.fail(sweep, p.Name, "archive_to", "archive_to %q is %s: name a table, or a postgres_fdw foreign table", p.ArchiveTo, relkindName(kind))
-		return nil
-	case oid == src.oid:
-		c.fail(sweep, p.Name, "archive_to", "archive_to %q is the swept table itself: name another table", p.ArchiveTo)
-		return nil
+		return findings{}, arch, fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
+	case arch.kind != "r" && arch.kind != "p" && arch.kind != "f":
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to %q is %s: name a table, or a postgres_fdw foreign table", p.ArchiveTo, relkindName(arch.kind)))
+		return found, arch, nil
+	case arch.oid == src.oid:
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to %q is the swept table itself: name another table", p.ArchiveTo))
+		return found, arch, nil
 	}
-	if refused, err := c.archivePlace(ctx, sweep, p, oid); err != nil || refused {
-		return err
+	if found, err := c.archivePlace(ctx, sweep, p, arch.oid); err != nil || found.refused() {
+		return found, arch, err
 	}
-	if err := c.archiveSideEffects(ctx, sweep, p, oid); err != nil {
-		return err
-	}
-	archCols, err := c.columns(ctx, oid)
+	cols, err := c.columns(ctx, arch.oid)
 	if err != nil {
-		return fmt.Errorf("read columns of %q: %w", p.ArchiveTo, err)
+		return findings{}, arch, fmt.Errorf("read columns of %q: %w", p.ArchiveTo, err)
 	}
-	have := map[string]columnInfo{}
-	for _, col := range archCols {
-		have[col.name] = col
+	arch.columns = map[string]columnInfo{}
+	for _, col := range cols {
+		arch.columns[col.name] = col
 	}
+	if arch.sqlName, err = c.sqlName(ctx, strings.Split(p.ArchiveTo, ".")...); err != nil {
+		return findings{}, arch, err
+	}
+	return found, arch, nil
+}
+
+// archiveColumns refuses each column of the swept table the archive lacks, with the ALTER that
+// adds it: every column is archived, by name.
+func (c *checker) archiveColumns(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, arch archiveRel) (findings, error) {
+	var found findings
 	alter := "ALTER TABLE"
-	if kind == "f" {
+	if arch.kind == "f" {
 		alter = "ALTER FOREIGN TABLE" // and the remote table
 	}
-	archiveName, err := c.sqlName(ctx, strings.Split(p.ArchiveTo, ".")...)
-	if err != nil {
-		return err
-	}
-	before := len(c.errs)
-	names := make([]string, len(src.columns))
-	for i, col := range src.columns {
-		names[i] = col.name
-		if _, ok := have[col.name]; !ok {
-			colName, err := c.sqlName(ctx, col.name)
-			if err != nil {
-				return err
-			}
-			c.fail(sweep, p.Name, "archive_to", "archive_to table %q has no column %q: every column of %q is archived, by name; add it: %s %s ADD COLUMN %s %s;",
-				p.ArchiveTo, col.name, p.Table, alter, archiveName, colName, col.typ)
+	for _, col := range src.columns {
+		if _, ok := arch.columns[col.name]; ok {
+			continue
 		}
-	}
-	if len(c.errs) > before {
-		return nil
-	}
-	var denied []string
-	err = c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(n ORDER BY o), '{}') FROM unnest($2::text[]) WITH ORDINALITY AS a(n, o)
-WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, oid, names).Scan(&denied)
-	if err != nil {
-		return fmt.Errorf("read privileges on %q: %w", p.ArchiveTo, err)
-	}
-	if len(denied) > 0 {
-		var role string
-		if err := c.pool.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
-			return fmt.Errorf("read current user: %w", err)
-		}
-		roleName, err := c.sqlName(ctx, role)
+		colName, err := c.sqlName(ctx, col.name)
 		if err != nil {
-			return err
+			return findings{}, err
 		}
-		what := fmt.Sprintf(" (columns %s)", strings.Join(denied, ", "))
-		if len(denied) == len(names) {
-			what = ""
-		}
-		c.fail(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q%s: GRANT INSERT ON %s TO %s;",
-			role, p.ArchiveTo, what, archiveName, roleName)
-		return nil
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q has no column %q: every column of %q is archived, by name; add it: %s %s ADD COLUMN %s %s;",
+			p.ArchiveTo, col.name, p.Table, alter, arch.sqlName, colName, col.typ))
 	}
-	// The whole insert first; column by column only when it fails, to name the columns.
-	if problem, err := c.explainArchiveInsert(ctx, p, names); err != nil {
-		return err
-	} else if problem != nil {
-		for _, col := range src.columns {
-			colProblem, err := c.explainArchiveInsert(ctx, p, []string{col.name})
-			if err != nil {
-				return err
-			}
-			if colProblem != nil {
-				c.fail(sweep, p.Name, "archive_to", "archive_to table %q does not accept column %q (%s in %q, %s in the archive): %s",
-					p.ArchiveTo, col.name, col.typ, p.Table, have[col.name].typ, describePgError(colProblem, "", 0))
-			}
-		}
-		if len(c.errs) == before {
-			c.fail(sweep, p.Name, "archive_to", "archive_to table %q does not accept the rows of %q: %s", p.ArchiveTo, p.Table, describePgError(problem, "", 0))
-		}
-		return nil
+	return found, nil
+}
+
+// archiveGrants refuses an archive the role may not insert into, with the GRANT that fixes it.
+func (c *checker) archiveGrants(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, arch archiveRel) (findings, error) {
+	var found findings
+	names := src.columnNames()
+	var denied []string
+	err := c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(n ORDER BY o), '{}') FROM unnest($2::text[]) WITH ORDINALITY AS a(n, o)
+WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, arch.oid, names).Scan(&denied)
+	if err != nil {
+		return findings{}, fmt.Errorf("read privileges on %q: %w", p.ArchiveTo, err)
 	}
-	st := statement.BuildArchive(p, c.ageKind(p), names)
+	if len(denied) == 0 {
+		return found, nil
+	}
+	var role string
+	if err := c.pool.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
+		return findings{}, fmt.Errorf("read current user: %w", err)
+	}
+	roleName, err := c.sqlName(ctx, role)
+	if err != nil {
+		return findings{}, err
+	}
+	what := fmt.Sprintf(" (columns %s)", strings.Join(denied, ", "))
+	if len(denied) == len(names) {
+		what = ""
+	}
+	found.refuse(c.problem(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q%s: GRANT INSERT ON %s TO %s;",
+		role, p.ArchiveTo, what, arch.sqlName, roleName))
+	return found, nil
+}
+
+// archiveAccepts plans the insert of the swept table's rows into the archive; when it fails,
+// column by column, to name the columns whose values the archive refuses.
+func (c *checker) archiveAccepts(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, arch archiveRel) (findings, error) {
+	var found findings
+	problem, err := c.explainArchiveInsert(ctx, p, src.columnNames())
+	if err != nil || problem == nil {
+		return found, err
+	}
+	for _, col := range src.columns {
+		colProblem, err := c.explainArchiveInsert(ctx, p, []string{col.name})
+		if err != nil {
+			return findings{}, err
+		}
+		if colProblem != nil {
+			found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q does not accept column %q (%s in %q, %s in the archive): %s",
+				p.ArchiveTo, col.name, col.typ, p.Table, arch.columns[col.name].typ, describePgError(colProblem, "", 0)))
+		}
+	}
+	if !found.refused() {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q does not accept the rows of %q: %s", p.ArchiveTo, p.Table, describePgError(problem, "", 0)))
+	}
+	return found, nil
+}
+
+// archiveCompiles plans the statement the pass runs with its archive.
+func (c *checker) archiveCompiles(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, cutoff time.Time) (findings, error) {
+	var found findings
+	st := statement.BuildArchive(p, c.ageKind(p), src.columnNames())
 	query, args := st.Locked.Index, []any{cutoff, checkPlanBatchSize}
 	if p.Mode == policy.ModeSingle {
 		query, args = st.Single, []any{cutoff}
 	}
-	_, err = c.explain(ctx, false, query, args...)
-	if pgErr, err := pgProblem(err); err != nil {
-		return err
-	} else if pgErr != nil {
-		c.fail(sweep, p.Name, "archive_to", "the %s statement with archive_to does not compile: %s", p.Mode, describePgError(pgErr, "", 0))
-		return nil
+	_, err := c.explain(ctx, false, query, args...)
+	pgErr, err := pgProblem(err)
+	if err != nil {
+		return findings{}, err
 	}
-	if kind == "f" {
-		before := len(c.errs) + len(c.warnings)
-		if err := c.remoteArchive(ctx, sweep, p, names); err != nil || len(c.errs)+len(c.warnings) > before {
-			return err
-		}
-		return c.remoteInsert(ctx, sweep, p, names)
+	if pgErr != nil {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "the %s statement with archive_to does not compile: %s", p.Mode, describePgError(pgErr, "", 0)))
 	}
-	return nil
+	return found, nil
 }
 
 // sqlName writes a possibly qualified name as a person would in SQL: each part quoted only where
@@ -182,7 +240,8 @@ func (c *checker) explainArchiveInsert(ctx context.Context, p policy.Pass, colum
 // remote table: that proves the user mapping, the remote table and its columns. It cannot prove
 // that the remote role may insert (only an insert would); a batch refused there fails with
 // batch-error and rolls back on both sides.
-func (c *checker) remoteArchive(ctx context.Context, sweep string, p policy.Pass, columns []string) error {
+func (c *checker) remoteArchive(ctx context.Context, sweep string, p policy.Pass, columns []string) (findings, error) {
+	var found findings
 	probe := func(cols []string) (*pgconn.PgError, error) {
 		err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			if err := (statement.Timeouts{Statement: checkStatementTimeout}).Set(ctx, tx); err != nil {
@@ -205,30 +264,29 @@ func (c *checker) remoteArchive(ctx context.Context, sweep string, p policy.Pass
 	problem, err := probe(columns)
 	switch {
 	case err != nil:
-		return err
+		return findings{}, err
 	case problem == nil:
-		return nil
+		return found, nil
 	case strings.HasPrefix(problem.Code, "08") || problem.Code == sqlstateQueryCanceled:
-		c.warnings = append(c.warnings, c.problem(sweep, p.Name, "archive_to",
+		found.warn(c.problem(sweep, p.Name, "archive_to",
 			"the server of foreign archive %q could not be reached to check its remote table (%s): its batches fail with batch-error, moving nothing, until it can",
-			p.ArchiveTo, describePgError(problem, "", 0)).Error())
-		return nil
+			p.ArchiveTo, describePgError(problem, "", 0)))
+		return found, nil
 	case problem.Code == "42703":
-		before := len(c.errs)
 		for _, col := range columns {
 			colProblem, err := probe([]string{col})
 			if err != nil {
-				return err
+				return findings{}, err
 			}
 			if colProblem != nil && colProblem.Code == "42703" {
-				c.fail(sweep, p.Name, "archive_to", "the remote table of foreign archive %q has no column %q: add it there (%s)",
-					p.ArchiveTo, col, describePgError(colProblem, "", 0))
+				found.refuse(c.problem(sweep, p.Name, "archive_to", "the remote table of foreign archive %q has no column %q: add it there (%s)",
+					p.ArchiveTo, col, describePgError(colProblem, "", 0)))
 			}
 		}
-		if len(c.errs) > before {
-			return nil
+		if found.refused() {
+			return found, nil
 		}
 	}
-	c.fail(sweep, p.Name, "archive_to", "the remote table of foreign archive %q cannot be read: %s", p.ArchiveTo, describePgError(problem, "", 0))
-	return nil
+	found.refuse(c.problem(sweep, p.Name, "archive_to", "the remote table of foreign archive %q cannot be read: %s", p.ArchiveTo, describePgError(problem, "", 0)))
+	return found, nil
 }

@@ -17,29 +17,29 @@ const ownSchema = "sweeprail"
 
 // archivePlace refuses an archive in sweeprail's own schema, where rows inserted would be read
 // as leases or runs (a forged lease disables another sweep), or in a system schema.
-func (c *checker) archivePlace(ctx context.Context, sweep string, p policy.Pass, oid uint32) (bool, error) {
+func (c *checker) archivePlace(ctx context.Context, sweep string, p policy.Pass, oid uint32) (findings, error) {
+	var found findings
 	var schema string
 	if err := c.pool.QueryRow(ctx, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
 		oid).Scan(&schema); err != nil {
-		return false, fmt.Errorf("look up the schema of archive %q: %w", p.ArchiveTo, err)
+		return findings{}, fmt.Errorf("look up the schema of archive %q: %w", p.ArchiveTo, err)
 	}
 	switch {
 	case schema == ownSchema:
-		c.fail(sweep, p.Name, "archive_to", "archive_to %q is in schema %s, sweeprail's own (its leases, run history and replay store): rows archived there would be read as its own; archive to a table of another schema",
-			p.ArchiveTo, ownSchema)
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to %q is in schema %s, sweeprail's own (its leases, run history and replay store): rows archived there would be read as its own; archive to a table of another schema",
+			p.ArchiveTo, ownSchema))
 	case schema == "pg_catalog" || schema == "information_schema" || strings.HasPrefix(schema, "pg_"):
-		c.fail(sweep, p.Name, "archive_to", "archive_to %q is in system schema %s: archive to a table of your own schema", p.ArchiveTo, schema)
-	default:
-		return false, nil
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to %q is in system schema %s: archive to a table of your own schema", p.ArchiveTo, schema))
 	}
-	return true, nil
+	return found, nil
 }
 
 // archiveSideEffects lists, as a warning, the archive's enabled triggers that fire on INSERT and
 // its rules: either may keep an archived row from arriving (a BEFORE trigger returning NULL) or
 // send it elsewhere. They are not refused: every batch proves that the archive took each row it
 // deleted, and rolls back otherwise.
-func (c *checker) archiveSideEffects(ctx context.Context, sweep string, p policy.Pass, oid uint32) error {
+func (c *checker) archiveSideEffects(ctx context.Context, sweep string, p policy.Pass, oid uint32) (findings, error) {
+	var found findings
 	var triggers, rules []string
 	err := c.pool.QueryRow(ctx, `
 SELECT ARRAY(SELECT format('%s (%s INSERT, %s)', t.tgname,
@@ -52,7 +52,7 @@ SELECT ARRAY(SELECT format('%s (%s INSERT, %s)', t.tgname,
                            CASE WHEN r.is_instead THEN ' DO INSTEAD' ELSE '' END)
              FROM pg_rewrite r WHERE r.ev_class = $1 AND r.rulename <> '_RETURN' ORDER BY r.rulename)`, oid).Scan(&triggers, &rules)
 	if err != nil {
-		return fmt.Errorf("read the triggers and rules of %q: %w", p.ArchiveTo, err)
+		return findings{}, fmt.Errorf("read the triggers and rules of %q: %w", p.ArchiveTo, err)
 	}
 	var parts []string
 	if len(triggers) > 0 {
@@ -62,11 +62,11 @@ SELECT ARRAY(SELECT format('%s (%s INSERT, %s)', t.tgname,
 		parts = append(parts, "rules "+strings.Join(rules, ", "))
 	}
 	if len(parts) > 0 {
-		c.warnings = append(c.warnings, c.problem(sweep, p.Name, "archive_to",
+		found.warn(c.problem(sweep, p.Name, "archive_to",
 			"archive_to table %q has %s: each batch checks that the archive took every row it deleted, and rolls back (batch-error %s) when it did not",
-			p.ArchiveTo, strings.Join(parts, "; "), "archive-short").Error())
+			p.ArchiveTo, strings.Join(parts, "; "), "archive-short"))
 	}
-	return nil
+	return found, nil
 }
 
 // remoteInsert proves what only an insert proves of a foreign archive: that the API's role (the
@@ -75,7 +75,8 @@ SELECT ARRAY(SELECT format('%s (%s INSERT, %s)', t.tgname,
 // row of NULLs when it is empty) in a transaction that is always rolled back, here and on the
 // remote server. A remote constraint that refuses the row (a key it holds already, a NULL) has
 // run the insert, which is the proof; a remote that cannot be reached is remoteArchive's warning.
-func (c *checker) remoteInsert(ctx context.Context, sweep string, p policy.Pass, columns []string) error {
+func (c *checker) remoteInsert(ctx context.Context, sweep string, p policy.Pass, columns []string) (findings, error) {
+	var found findings
 	rows := fmt.Sprintf("SELECT %s FROM %s AS t LIMIT 1", statement.ColumnList("t", columns), statement.QuoteName(p.Table))
 	var sent, kept int64
 	err := pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -104,27 +105,27 @@ func (c *checker) remoteInsert(ctx context.Context, sweep string, p policy.Pass,
 	pgErr, err := pgProblem(err)
 	switch {
 	case err != nil:
-		return err
+		return findings{}, err
 	case pgErr == nil && kept < sent:
-		c.fail(sweep, p.Name, "archive_to", "foreign archive %q kept none of the row the check inserted (and rolled back): a trigger or rule on its remote table discards rows, and every batch would roll back with batch-error archive-short; remove it there",
-			p.ArchiveTo)
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "foreign archive %q kept none of the row the check inserted (and rolled back): a trigger or rule on its remote table discards rows, and every batch would roll back with batch-error archive-short; remove it there",
+			p.ArchiveTo))
 	case pgErr == nil, strings.HasPrefix(pgErr.Code, "23"):
 		// The remote ran the insert: a constraint there refused the probe's row, not the role.
 	case pgErr.Code == "42704" || strings.Contains(pgErr.Message, "user mapping"):
 		var role string
 		if err := c.pool.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
-			return fmt.Errorf("read current user: %w", err)
+			return findings{}, fmt.Errorf("read current user: %w", err)
 		}
-		c.fail(sweep, p.Name, "archive_to", "foreign archive %q has no user mapping for the API's role %q: every batch would fail with 42704; CREATE USER MAPPING FOR %s SERVER … OPTIONS (user '…', password '…'); (%s)",
-			p.ArchiveTo, role, role, describePgError(pgErr, "", 0))
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "foreign archive %q has no user mapping for the API's role %q: every batch would fail with 42704; CREATE USER MAPPING FOR %s SERVER … OPTIONS (user '…', password '…'); (%s)",
+			p.ArchiveTo, role, role, describePgError(pgErr, "", 0)))
 	case strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == sqlstateQueryCanceled:
-		c.warnings = append(c.warnings, c.problem(sweep, p.Name, "archive_to",
+		found.warn(c.problem(sweep, p.Name, "archive_to",
 			"the server of foreign archive %q could not be reached to prove an insert (%s): its batches fail with batch-error, moving nothing, until it can",
-			p.ArchiveTo, describePgError(pgErr, "", 0)).Error())
+			p.ArchiveTo, describePgError(pgErr, "", 0)))
 	default:
-		c.fail(sweep, p.Name, "archive_to", "the API's role cannot insert into foreign archive %q: %s; every batch would fail and roll back", p.ArchiveTo, describePgError(pgErr, "", 0))
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "the API's role cannot insert into foreign archive %q: %s; every batch would fail and roll back", p.ArchiveTo, describePgError(pgErr, "", 0)))
 	}
-	return nil
+	return found, nil
 }
 
 // errRollback ends a transaction whose work is only a proof: it is always rolled back.

@@ -19,28 +19,29 @@ import (
 // naming the tables of the chain in cascades. A table named that no key reaches is refused too:
 // the list says what the pass deletes, and a stale entry would say more than it does. Per-row and
 // partitions passes are left alone, as foreignKeys leaves them.
-func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) error {
+func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
+	var found findings
 	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {
-		return nil
+		return found, nil
 	}
 	g, err := statement.ReadCascades(ctx, c.pool, p)
 	if err != nil {
-		return fmt.Errorf("read cascading keys of %q: %w", p.Table, err)
+		return findings{}, fmt.Errorf("read cascading keys of %q: %w", p.Table, err)
 	}
 	named := map[uint32]bool{}
 	for i, name := range p.Cascades {
 		t, err := c.table(ctx, name)
 		if err != nil {
-			return err
+			return findings{}, err
 		}
 		if t.problem != "" {
-			c.fail(sweep, p.Name, fmt.Sprintf("cascades.%d", i), "cascades table %q %s", name, t.problem)
+			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("cascades.%d", i), "cascades table %q %s", name, t.problem))
 			continue
 		}
 		named[t.oid] = true
 		if !slices.Contains(g.Reached(), t.oid) {
-			c.fail(sweep, p.Name, fmt.Sprintf("cascades.%d", i), "cascades names table %q, which no ON DELETE CASCADE, SET NULL or SET DEFAULT key reaches from table %q: remove it",
-				name, p.Table)
+			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("cascades.%d", i), "cascades names table %q, which no ON DELETE CASCADE, SET NULL or SET DEFAULT key reaches from table %q: remove it",
+				name, p.Table))
 		}
 	}
 	refused := map[uint32]bool{}
@@ -66,19 +67,20 @@ func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) err
 		if !e.Deletes() {
 			verb = "changes rows of"
 		}
-		c.fail(sweep, p.Name, "cascades", "deleting from table %q %s table %q, which the pass does not name, through the schema's ON DELETE keys: %s (key %s); %s",
-			p.Table, verb, e.Table, statement.ChainText(chain), e.Key, out)
+		found.refuse(c.problem(sweep, p.Name, "cascades", "deleting from table %q %s table %q, which the pass does not name, through the schema's ON DELETE keys: %s (key %s); %s",
+			p.Table, verb, e.Table, statement.ChainText(chain), e.Key, out))
 	}
-	return nil
+	return found, nil
 }
 
 // deleteTriggers lists, as a warning, the user triggers that fire on DELETE on the tables the
 // pass's statement deletes from: they run for every row it deletes (a BEFORE trigger returning
 // NULL keeps the row, and the batch counts it as kept), and may write elsewhere. Not refused:
 // the schema's owners put them there; the operator should see them.
-func (c *checker) deleteTriggers(ctx context.Context, sweep string, p policy.Pass) error {
+func (c *checker) deleteTriggers(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
+	var found findings
 	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {
-		return nil
+		return found, nil
 	}
 	tables := []string{p.Table}
 	for _, ch := range p.DeleteWith {
@@ -86,11 +88,11 @@ func (c *checker) deleteTriggers(ctx context.Context, sweep string, p policy.Pas
 	}
 	triggers, err := statement.ReadDeleteTriggers(ctx, c.pool, tables)
 	if err != nil {
-		return err
+		return findings{}, err
 	}
 	if len(triggers) > 0 {
-		c.warnings = append(c.warnings, c.problem(sweep, p.Name, "", "the pass's deletes fire triggers %s: each runs for every row deleted, in the batch's transaction",
-			strings.Join(triggers, ", ")).Error())
+		found.warn(c.problem(sweep, p.Name, "", "the pass's deletes fire triggers %s: each runs for every row deleted, in the batch's transaction",
+			strings.Join(triggers, ", ")))
 	}
-	return nil
+	return found, nil
 }

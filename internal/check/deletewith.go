@@ -17,16 +17,17 @@ import (
 // table references the same parent; many-to-one would delete a parent that rows still kept
 // reference. Tables referencing the parent otherwise are foreignKeys' and cascades' to cover.
 // The swept table itself, sweeprail's own schema and the system schemas are refused outright.
-func (c *checker) deleteWith(ctx context.Context, sweep string, p policy.Pass) error {
+func (c *checker) deleteWith(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
+	var found findings
 	tbl, err := c.table(ctx, p.Table)
 	if err != nil {
-		return err
+		return findings{}, err
 	}
 	for i, ch := range p.DeleteWith {
 		field := fmt.Sprintf("delete_with.%d", i)
 		ct, err := c.table(ctx, ch.Table)
 		if err != nil {
-			return err
+			return findings{}, err
 		}
 		var schema string
 		var child, parent, unique bool
@@ -42,26 +43,26 @@ SELECT (SELECT n.nspname FROM pg_class cl JOIN pg_namespace n ON n.oid = cl.reln
                AND i.indnkeyatts = 1 AND i.indkey[0] = k.r)`,
 			ct.oid, tbl.oid, ch.Column, ch.References).Scan(&schema, &child, &parent, &unique)
 		if err != nil {
-			return fmt.Errorf("read the keys between %q and %q: %w", p.Table, ch.Table, err)
+			return findings{}, fmt.Errorf("read the keys between %q and %q: %w", p.Table, ch.Table, err)
 		}
 		entry := fmt.Sprintf("delete_with %s.%s = %s.%s", ch.Table, ch.Column, p.Table, ch.References)
 		switch {
 		case ct.oid == tbl.oid:
-			c.fail(sweep, p.Name, field, "%s names the swept table itself: its rows are the pass's to choose, by its where and age; remove the entry", entry)
+			found.refuse(c.problem(sweep, p.Name, field, "%s names the swept table itself: its rows are the pass's to choose, by its where and age; remove the entry", entry))
 		case schema == ownSchema:
-			c.fail(sweep, p.Name, field, "%s names a table of schema %s, sweeprail's own (its leases, run history and replay store): remove the entry", entry, ownSchema)
+			found.refuse(c.problem(sweep, p.Name, field, "%s names a table of schema %s, sweeprail's own (its leases, run history and replay store): remove the entry", entry, ownSchema))
 		case schema == "pg_catalog" || schema == "information_schema" || strings.HasPrefix(schema, "pg_"):
-			c.fail(sweep, p.Name, field, "%s names a table of system schema %s: remove the entry", entry, schema)
+			found.refuse(c.problem(sweep, p.Name, field, "%s names a table of system schema %s: remove the entry", entry, schema))
 		case child:
 		case parent && unique:
 			// One-to-one: the parent goes with the only row that references it.
 		case parent:
-			c.fail(sweep, p.Name, field, "%s goes the other way: %s.%s references %s.%s, which makes %s the parent, and nothing makes %s.%s unique, so other rows of %q may reference the same parent, and deleting it with one of them deletes what the others still reference (and, through its keys, more); a parent goes with its row only one-to-one (a unique index on %s.%s); remove the entry, and sweep %q in a pass of its own, guarded by keep_while_referenced_by: [{table: %s, column: %s, references: %s}]",
-				entry, p.Table, ch.References, ch.Table, ch.Column, ch.Table, p.Table, ch.References, p.Table, p.Table, ch.References, ch.Table, p.Table, ch.References, ch.Column)
+			found.refuse(c.problem(sweep, p.Name, field, "%s goes the other way: %s.%s references %s.%s, which makes %s the parent, and nothing makes %s.%s unique, so other rows of %q may reference the same parent, and deleting it with one of them deletes what the others still reference (and, through its keys, more); a parent goes with its row only one-to-one (a unique index on %s.%s); remove the entry, and sweep %q in a pass of its own, guarded by keep_while_referenced_by: [{table: %s, column: %s, references: %s}]",
+				entry, p.Table, ch.References, ch.Table, ch.Column, ch.Table, p.Table, ch.References, p.Table, p.Table, ch.References, ch.Table, p.Table, ch.References, ch.Column))
 		default:
-			c.fail(sweep, p.Name, field, "%s is no child of %q: no foreign key of %s (%s) references %s (%s), nor the other way, so nothing says its rows belong to the deleted ones; add the foreign key, or remove the entry",
-				entry, p.Table, ch.Table, ch.Column, p.Table, ch.References)
+			found.refuse(c.problem(sweep, p.Name, field, "%s is no child of %q: no foreign key of %s (%s) references %s (%s), nor the other way, so nothing says its rows belong to the deleted ones; add the foreign key, or remove the entry",
+				entry, p.Table, ch.Table, ch.Column, p.Table, ch.References))
 		}
 	}
-	return nil
+	return found, nil
 }

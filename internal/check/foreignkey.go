@@ -72,17 +72,18 @@ ORDER BY con.conname`, oid)
 // left alone: its function deletes, and may delete the referencing rows itself; so is a
 // partitions pass, which takes neither guards nor children, and whose drops meet the foreign
 // keys of their own (partition.Drop).
-func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) error {
+func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
+	var found findings
 	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {
-		return nil
+		return found, nil
 	}
 	tbl, err := c.table(ctx, p.Table)
 	if err != nil {
-		return err
+		return findings{}, err
 	}
 	keys, err := c.blockingKeys(ctx, tbl.oid)
 	if err != nil {
-		return err
+		return findings{}, err
 	}
 	// A guard or child covers a key of one column when it names the key's own pair: the
 	// referencing table and column, and the swept table's column the key points at. The same
@@ -111,7 +112,7 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 		for i, g := range p.Guards {
 			ok, err := covers(g.Table, g.Column, g.References, fk)
 			if err != nil {
-				return err
+				return findings{}, err
 			}
 			switch {
 			case ok && g.Where == "":
@@ -120,7 +121,7 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 				conditional = i + 1
 			}
 			if m, err := nearMiss("keep guard", i, g.Table, g.Column, g.References, fk); err != nil {
-				return err
+				return findings{}, err
 			} else if miss == "" {
 				miss = m
 			}
@@ -128,11 +129,11 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 		for i, ch := range p.DeleteWith {
 			ok, err := covers(ch.Table, ch.Column, ch.References, fk)
 			if err != nil {
-				return err
+				return findings{}, err
 			}
 			covered = covered || ok
 			if m, err := nearMiss("delete_with", i, ch.Table, ch.Column, ch.References, fk); err != nil {
-				return err
+				return findings{}, err
 			} else if miss == "" {
 				miss = m
 			}
@@ -141,8 +142,8 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 			continue
 		}
 		if len(fk.columns) != 1 {
-			c.fail(sweep, p.Name, "", "table %q is referenced by %s: deleting a row it references fails the batch with SQLSTATE 23503, at every tick; a key of several columns cannot be covered by a keep guard or delete_with: make it ON DELETE CASCADE, or delete through a per-row function",
-				p.Table, fk)
+			found.refuse(c.problem(sweep, p.Name, "", "table %q is referenced by %s: deleting a row it references fails the batch with SQLSTATE 23503, at every tick; a key of several columns cannot be covered by a keep guard or delete_with: make it ON DELETE CASCADE, or delete through a per-row function",
+				p.Table, fk))
 			continue
 		}
 		entry := fmt.Sprintf("{table: %s, column: %s, references: %s}", fk.table, fk.columns[0], fk.refs[0])
@@ -152,7 +153,7 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 		if conditional > 0 {
 			msg += fmt.Sprintf(" (keep guard %d has a where: it keeps only the rows referenced by rows it holds, and the others would still fail the batch; add the delete_with to delete the rest with their parent)", conditional)
 		}
-		c.fail(sweep, p.Name, "", "%s", msg)
+		found.refuse(c.problem(sweep, p.Name, "", "%s", msg))
 	}
 	// The tables this statement deletes from: a key from one of them onto a child is satisfied by
 	// the same statement.
@@ -160,24 +161,24 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 	for _, ch := range p.DeleteWith {
 		t, err := c.table(ctx, ch.Table)
 		if err != nil {
-			return err
+			return findings{}, err
 		}
 		deleted = append(deleted, t.oid)
 	}
 	for i, ch := range p.DeleteWith {
 		keys, err := c.blockingKeys(ctx, deleted[i+1])
 		if err != nil {
-			return err
+			return findings{}, err
 		}
 		for _, fk := range keys {
 			if slices.Contains(deleted, fk.oid) {
 				continue
 			}
-			c.fail(sweep, p.Name, fmt.Sprintf("delete_with.%d", i), "delete_with table %q is referenced by %s: deleting a child it references fails the batch with SQLSTATE 23503, at every tick, and delete_with reaches one level: make that key ON DELETE CASCADE, or delete those rows before their parents' pass",
-				ch.Table, fk)
+			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("delete_with.%d", i), "delete_with table %q is referenced by %s: deleting a child it references fails the batch with SQLSTATE 23503, at every tick, and delete_with reaches one level: make that key ON DELETE CASCADE, or delete those rows before their parents' pass",
+				ch.Table, fk))
 		}
 	}
-	return nil
+	return found, nil
 }
 
 // lookups checks that an index serves each lookup a batch makes in another table: each keep
