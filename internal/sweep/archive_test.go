@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -528,92 +527,6 @@ func TestArchivePolicy(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestCheckArchive checks archive_to against the live schema.
-func TestCheckArchive(t *testing.T) {
-	t.Parallel()
-	pool := dbtest.Pool(t)
-	exec(t, pool, localArchive+`;
-CREATE TABLE archive.narrow (id bigint, action text, retention_bucket text, details jsonb, occurred_at timestamptz);
-CREATE TABLE archive.mistyped (id bigint, actor_account_id uuid, action text, retention_bucket text, details integer, occurred_at timestamptz);
-CREATE TABLE archive.generated (id bigint, actor_account_id uuid, action text, retention_bucket text, details jsonb,
-  occurred_at timestamptz GENERATED ALWAYS AS ('2020-01-01'::timestamptz) STORED);
-CREATE TABLE archive.loose (occurred_at timestamp, details json, action varchar(500), retention_bucket text, actor_account_id text, id numeric, note text);
-CREATE VIEW archive.recent AS SELECT * FROM archive.audit_log;
-CREATE TABLE archive.partitioned (LIKE public.audit_log) PARTITION BY RANGE (occurred_at);
-CREATE TABLE archive.partitioned_all PARTITION OF archive.partitioned DEFAULT;`)
-	const where = "where: t.retention_bucket = 'operational'"
-	pass := func(archive string) string {
-		return policyYAML(passYAML("audit_log", "occurred_at", where, "archive_to: "+archive))
-	}
-	const at = `p.yaml:9: pass "p" of sweep "s": `
-
-	t.Run("accepts", func(t *testing.T) {
-		for _, archive := range []string{"archive.audit_log", "archive.loose", "archive.partitioned"} {
-			for _, mode := range []string{"batched", "single"} {
-				warnings, err := checkYAML(t, pool, policyYAML(passYAML("audit_log", "occurred_at", where, "mode: "+mode, "archive_to: "+archive)))
-				if err != nil || len(warnings) > 0 {
-					t.Errorf("%s, %s: %v, warnings %v", archive, mode, err, warnings)
-				}
-			}
-		}
-	})
-	for _, tc := range []struct{ name, archive string }{
-		{"missing", "archive.audit_logs"},
-		{"a view", "archive.recent"},
-		{"a column missing", "archive.narrow"},
-		{"a column of another type", "archive.mistyped"},
-		{"a generated column", "archive.generated"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			want := map[string]string{
-				"missing":                  at + `archive_to table "archive.audit_logs" does not exist: create it, or fix the name (CREATE TABLE archive.audit_logs (LIKE audit_log) makes one; for cold storage on another server, a postgres_fdw foreign table)`,
-				"a view":                   at + `archive_to "archive.recent" is a view: name a table, or a postgres_fdw foreign table`,
-				"a column missing":         at + `archive_to table "archive.narrow" has no column "actor_account_id": every column of "audit_log" is archived, by name; add it: ALTER TABLE archive.narrow ADD COLUMN actor_account_id uuid;`,
-				"a column of another type": at + `archive_to table "archive.mistyped" does not accept column "details" (jsonb in "audit_log", integer in the archive): column "details" is of type integer but expression is of type jsonb (SQLSTATE 42804)`,
-				"a generated column":       at + `archive_to table "archive.generated" does not accept column "occurred_at" (timestamp with time zone in "audit_log", timestamp with time zone in the archive): cannot insert a non-DEFAULT value into column "occurred_at" (SQLSTATE 428C9)`,
-			}[tc.name]
-			_, err := checkYAML(t, pool, pass(tc.archive))
-			if err == nil || !strings.Contains(err.Error(), want) {
-				t.Fatalf("got %v\nwant %s", err, want)
-			}
-			if n := strings.Count(err.Error(), "\n") + 1; n != 1 {
-				t.Errorf("%d problems, want one:\n%v", n, err)
-			}
-		})
-	}
-
-	// Roles are the cluster's, not the test database's: a unique name, dropped at the end.
-	t.Run("a role that may not insert", func(t *testing.T) {
-		role := fmt.Sprintf("archiver_%d", time.Now().UnixNano())
-		exec(t, pool, "CREATE ROLE "+role)
-		t.Cleanup(func() {
-			exec(t, pool, "DROP OWNED BY "+role)
-			exec(t, pool, "DROP ROLE "+role)
-		})
-		exec(t, pool, fmt.Sprintf(`GRANT USAGE ON SCHEMA archive TO %[1]s; GRANT SELECT, UPDATE, DELETE ON audit_log TO %[1]s;
-			GRANT SELECT ON archive.audit_log TO %[1]s; GRANT INSERT (id, action) ON archive.audit_log TO %[1]s`, role))
-		cfg := pool.Config().Copy()
-		cfg.AfterConnect = func(c context.Context, conn *pgx.Conn) error {
-			_, err := conn.Exec(c, "SET ROLE "+role)
-			return err
-		}
-		as, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(as.Close)
-		_, err = checkYAML(t, as, pass("archive.audit_log"))
-		want := at + fmt.Sprintf(`the API's role %q may not insert into archive_to table "archive.audit_log" (columns actor_account_id, retention_bucket, details, occurred_at): GRANT INSERT ON archive.audit_log TO %s;`, role, role)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("got %v\nwant %s", err, want)
-		}
-		exec(t, pool, fmt.Sprintf(`GRANT INSERT ON archive.audit_log TO %s`, role))
-		if _, err := checkYAML(t, as, pass("archive.audit_log")); err != nil {
-			t.Fatalf("with INSERT granted: %v", err)
-		}
-	})
 }
 
 // TestArchiveIsNotTheSweptTable spells the swept table as its own archive in every way a policy

@@ -1,13 +1,10 @@
 package sweep_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
@@ -76,93 +73,6 @@ func TestArchiveProof(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestCheckArchiveProof checks what the policy check proves of an archive: not in sweeprail's
-// own schema or a system one, its INSERT triggers and rules listed, and for a foreign archive a
-// user mapping for the API's role and a remote table that keeps what it is given.
-func TestCheckArchiveProof(t *testing.T) {
-	t.Parallel()
-	const where = "where: t.retention_bucket = 'operational'"
-	pass := func(archive string) string {
-		return policyYAML(passYAML("audit_log", "occurred_at", where, "archive_to: "+archive))
-	}
-	const at = `p.yaml:9: pass "p" of sweep "s": `
-
-	t.Run("local", func(t *testing.T) {
-		t.Parallel()
-		pool := dbtest.Pool(t)
-		exec(t, pool, localArchive+`;
-CREATE TABLE sweeprail.audit_log (LIKE public.audit_log);
-CREATE TABLE archive.rules (LIKE public.audit_log);
-CREATE RULE log_too AS ON INSERT TO archive.rules DO ALSO NOTIFY archived`)
-		exec(t, pool, fmt.Sprintf(discardTrigger, "archive", "archive.audit_log"))
-		for _, tc := range []struct{ archive, want string }{
-			{"sweeprail.audit_log", at + `archive_to "sweeprail.audit_log" is in schema sweeprail, sweeprail's own (its leases, run history and replay store)`},
-			{"pg_catalog.pg_class", at + `archive_to "pg_catalog.pg_class" is in system schema pg_catalog`},
-		} {
-			_, err := checkYAML(t, pool, pass(tc.archive))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("%s: got %v\nwant %s", tc.archive, err, tc.want)
-			}
-		}
-		warnings, err := checkYAML(t, pool, pass("archive.audit_log"))
-		want := at + `archive_to table "archive.audit_log" has triggers discard (BEFORE INSERT, archive_discard): each batch checks that the archive took every row it deleted`
-		if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], want) {
-			t.Errorf("a trigger: err %v, warnings %q; want the warning %s", err, warnings, want)
-		}
-		// A rule is listed too; PostgreSQL refuses any in a data-modifying WITH, so the archive
-		// statement does not compile either.
-		warnings, err = checkYAML(t, pool, pass("archive.rules"))
-		if err == nil || !strings.Contains(err.Error(), "rules are not supported for data-modifying statements in WITH") ||
-			len(warnings) != 1 || !strings.Contains(warnings[0], `archive_to table "archive.rules" has rules log_too (ON INSERT)`) {
-			t.Errorf("a rule: err %v, warnings %q; want it listed and the statement refused", err, warnings)
-		}
-	})
-
-	t.Run("foreign", func(t *testing.T) {
-		t.Parallel()
-		pool := dbtest.Pool(t)
-		_, coldURL := coldSetup(t, pool)
-		remote := freshPool(t, coldURL)
-		if warnings, err := checkYAML(t, pool, pass(coldArchiveName)); err != nil || len(warnings) > 0 {
-			t.Fatalf("a sound foreign archive: %v, warnings %q", err, warnings)
-		}
-		// A role with INSERT but no SELECT on the foreign table, and no user mapping: the read
-		// probe is refused locally, before the remote is asked; the insert proves the mapping.
-		role := fmt.Sprintf("sweeper_%d", time.Now().UnixNano())
-		exec(t, pool, "CREATE ROLE "+role)
-		t.Cleanup(func() {
-			exec(t, pool, "DROP OWNED BY "+role)
-			exec(t, pool, "DROP ROLE "+role)
-		})
-		exec(t, pool, fmt.Sprintf(`GRANT USAGE ON SCHEMA cold TO %[1]s; GRANT SELECT, UPDATE, DELETE ON audit_log TO %[1]s;
-			GRANT INSERT ON cold.audit_log_archive TO %[1]s`, role))
-		cfg := pool.Config().Copy()
-		cfg.AfterConnect = func(c context.Context, conn *pgx.Conn) error {
-			_, err := conn.Exec(c, "SET ROLE "+role)
-			return err
-		}
-		as, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(as.Close)
-		_, err = checkYAML(t, as, pass(coldArchiveName))
-		if want := at + fmt.Sprintf(`foreign archive "cold.audit_log_archive" has no user mapping for the API's role %q: every batch would fail with 42704`, role); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("without a user mapping: got %v\nwant %s", err, want)
-		}
-		// A remote table that discards what it is given.
-		exec(t, remote, fmt.Sprintf(discardTrigger, "cold", "audit_log_archive"))
-		exec(t, remote, `CREATE OR REPLACE FUNCTION cold_discard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`)
-		_, err = checkYAML(t, pool, pass(coldArchiveName))
-		if want := at + `foreign archive "cold.audit_log_archive" kept none of the row the check inserted (and rolled back): a trigger or rule on its remote table discards rows`; err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("a discarding remote: got %v\nwant %s", err, want)
-		}
-		if n := count(t, remote, "SELECT count(*) FROM audit_log_archive"); n != 0 {
-			t.Errorf("the check left %d rows in the archive", n)
-		}
-	})
 }
 
 // TestArchiveHeal makes the crash window between a foreign archive's commit and the local one:

@@ -190,32 +190,6 @@ func onePerPageReceipts(t *testing.T, pool *pgxpool.Pool) {
 	analyze(t, pool, "ANALYZE receipts")
 }
 
-// TestEpochCheck refuses an age column whose type and age_unit disagree, naming the fix.
-func TestEpochCheck(t *testing.T) {
-	t.Parallel()
-	pool := dbtest.Pool(t)
-	exec(t, pool, epochSchema)
-	tests := []struct {
-		name string
-		pass func(*policy.Pass)
-		want string
-	}{
-		{"an integer without age_unit", func(p *policy.Pass) { p.AgeUnit = "" },
-			`age column "received_ts" of table "receipts" is bigint, a number: if it holds Unix time, say in what unit with age_unit`},
-		{"a timestamptz with age_unit", func(p *policy.Pass) { p.Table, p.AgeColumn = "notifications", "read_at" },
-			`age_unit is for an integer or numeric column of Unix time, and age column "read_at" of table "notifications" is timestamp with time zone: remove age_unit`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := check.Specs(ctx, pool, epochPass(tt.pass))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("check: %v; want %q", err, tt.want)
-			}
-		})
-	}
-}
-
 // TestEpochPartitions drops the partitions of a table range-partitioned on BIGINT milliseconds
 // whose upper bound is at or below the cutoff, and deletes the boundary's rows 1 ms before it by
 // the batched engine, keeping the row on it.

@@ -204,16 +204,6 @@ func TestPartitionsMode(t *testing.T) {
 		}
 	})
 
-	t.Run("the check refuses a table that is not range-partitioned on the age column", func(t *testing.T) {
-		t.Parallel()
-		pool := dbtest.Pool(t)
-		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL)")
-		_, err := check.Policy(ctx, pool, &policy.Policy{Specs: load(t, eventsPolicy)})
-		if err == nil || !strings.Contains(err.Error(), "mode partitions:") {
-			t.Fatalf("check: %v", err)
-		}
-	})
-
 	t.Run("the policy of docs/POLICY.md loads", func(t *testing.T) {
 		doc, err := os.ReadFile("../../docs/POLICY.md")
 		if err != nil {
@@ -225,17 +215,6 @@ func TestPartitionsMode(t *testing.T) {
 		specs := load(t, block)
 		if p := specs[0].Passes[0]; p.Mode != policy.ModePartitions || p.Boundary != policy.BoundaryDelete {
 			t.Fatalf("pass %+v", p)
-		}
-	})
-
-	t.Run("the check refuses batched mode on a partitioned table", func(t *testing.T) {
-		t.Parallel()
-		pool := dbtest.Pool(t)
-		exec(t, pool, "CREATE TABLE events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)")
-		exec(t, pool, "CREATE INDEX ON events (at)")
-		_, err := check.Policy(ctx, pool, &policy.Policy{Specs: load(t, strings.Replace(eventsPolicy, "        mode: partitions\n", "", 1))})
-		if err == nil || !strings.Contains(err.Error(), `table "events" is partitioned, and a batch picks its rows by ctid`) {
-			t.Fatalf("check: %v", err)
 		}
 	})
 
