@@ -1,0 +1,128 @@
+package check
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
+	"github.com/sweeprail/sweeprail/internal/statement"
+)
+
+// catalog checks that the pass's table, columns, guard tables and function exist, as the
+// statements will resolve them.
+func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
+	var found findings
+	tbl, err := c.table(ctx, p.Table)
+	if err != nil {
+		return findings{}, err
+	}
+	if tbl.problem != "" {
+		found.refuse(c.problem(sweep, p.Name, "table", "table %q %s", p.Table, tbl.problem))
+		return found, nil
+	}
+	if tbl.partitioned && (p.Mode == policy.ModeBatched || p.Mode == "") {
+		// A batch picks its rows by ctid, which is unique within one partition only.
+		found.refuse(c.problem(sweep, p.Name, "mode", "table %q is partitioned, and a batch picks its rows by ctid, which repeats across partitions: use mode: partitions (expired partitions dropped whole, the boundary's rows deleted a partition at a time), or sweep each partition with a pass of its own", p.Table))
+		return found, nil
+	}
+	if age, ok := tbl.column(p.AgeColumn); !ok {
+		found.refuse(c.problem(sweep, p.Name, "age_column", "column %q does not exist in table %q (columns: %s)", p.AgeColumn, p.Table, tbl.columnList()))
+	} else if p.AgeUnit != "" && !age.numeric {
+		found.refuse(c.problem(sweep, p.Name, "age_unit", "age_unit is for an integer or numeric column of Unix time, and age column %q of table %q is %s: remove age_unit (a date or time column is compared with the cutoff as it is)",
+			p.AgeColumn, p.Table, age.typ))
+	} else if p.AgeUnit == "" && age.numeric {
+		found.refuse(c.problem(sweep, p.Name, "age_column", "age column %q of table %q is %s, a number: if it holds Unix time, say in what unit with age_unit: seconds, milliseconds or microseconds; else name a timestamptz, timestamp or date column",
+			p.AgeColumn, p.Table, age.typ))
+	} else if p.AgeUnit == "" && !age.temporal {
+		found.refuse(c.problem(sweep, p.Name, "age_column", "age column %q of table %q is %s, not a timestamp or date: the cutoff cannot be compared with it; name a timestamptz, timestamp or date column (or an integer of Unix time, with age_unit)",
+			p.AgeColumn, p.Table, age.typ))
+	} else if f, err := c.timeZone(ctx, sweep, p, age); err != nil {
+		return findings{}, err
+	} else {
+		found.add(f)
+	}
+	if p.Mode == policy.ModePerRow {
+		key := cmp.Or(p.KeyColumn, "id")
+		if _, ok := tbl.column(key); !ok {
+			found.refuse(c.problem(sweep, p.Name, "key_column", "key column %q does not exist in table %q (columns: %s); name the column the function takes with key_column",
+				key, p.Table, tbl.columnList()))
+		}
+		problem, err := c.function(ctx, p.Function)
+		if err != nil {
+			return findings{}, err
+		}
+		if problem != "" {
+			found.refuse(c.problem(sweep, p.Name, "function", "function %q %s", p.Function, problem))
+		}
+	}
+	for i, g := range p.Guards {
+		field := fmt.Sprintf("guard.%d", i)
+		gt, err := c.table(ctx, g.Table)
+		if err != nil {
+			return findings{}, err
+		}
+		if gt.problem != "" {
+			found.refuse(c.problem(sweep, p.Name, field+".table", "keep guard table %q %s", g.Table, gt.problem))
+		} else if _, ok := gt.column(g.Column); !ok {
+			found.refuse(c.problem(sweep, p.Name, field+".column", "keep guard column %q does not exist in table %q (columns: %s)", g.Column, g.Table, gt.columnList()))
+		}
+		if _, ok := tbl.column(g.References); !ok {
+			found.refuse(c.problem(sweep, p.Name, field+".references", "keep guard references column %q, which does not exist in table %q (columns: %s)", g.References, p.Table, tbl.columnList()))
+		}
+	}
+	for i, ch := range p.DeleteWith {
+		field := fmt.Sprintf("delete_with.%d", i)
+		ct, err := c.table(ctx, ch.Table)
+		if err != nil {
+			return findings{}, err
+		}
+		if ct.problem != "" {
+			found.refuse(c.problem(sweep, p.Name, field+".table", "delete_with table %q %s", ch.Table, ct.problem))
+		} else if _, ok := ct.column(ch.Column); !ok {
+			found.refuse(c.problem(sweep, p.Name, field+".column", "delete_with column %q does not exist in table %q (columns: %s)", ch.Column, ch.Table, ct.columnList()))
+		}
+		if _, ok := tbl.column(ch.References); !ok {
+			found.refuse(c.problem(sweep, p.Name, field+".references", "delete_with references column %q, which does not exist in table %q (columns: %s)", ch.References, p.Table, tbl.columnList()))
+		}
+	}
+	return found, nil
+}
+
+// timeZone checks a pass's time_zone against its age column and the database: a zone other than
+// UTC is refused on a timestamptz column (it would change nothing there), and an IANA name must be
+// one the database knows, spelled as it spells it.
+func (c *checker) timeZone(ctx context.Context, sweep string, p policy.Pass, age columnInfo) (findings, error) {
+	var found findings
+	switch {
+	case p.TimeZone == "" || p.TimeZone == policy.TimeZoneUTC:
+		return found, nil
+	case p.AgeUnit != "":
+		return found, nil // policy.Load refuses a zone with age_unit
+	case age.kind == statement.Instant:
+		found.refuse(c.problem(sweep, p.Name, "time_zone", "time_zone has no effect: age column %q is %s, an instant, compared with the cutoff instant whatever the zone; remove time_zone (it is for date and timestamp without time zone columns)",
+			p.AgeColumn, age.typ))
+		return found, nil
+	case p.TimeZone == policy.TimeZoneDatabase:
+		return found, nil
+	}
+	var known bool
+	var similar []string
+	err := c.pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1),
+       ARRAY(SELECT name FROM pg_timezone_names WHERE lower(name) = lower($1) ORDER BY name LIMIT 3)`, p.TimeZone).Scan(&known, &similar)
+	if err != nil {
+		return findings{}, fmt.Errorf("look up time zone %q: %w", p.TimeZone, err)
+	}
+	if !known {
+		msg := fmt.Sprintf("time_zone %q is no time zone the database knows (pg_timezone_names)", p.TimeZone)
+		if len(similar) > 0 {
+			msg += fmt.Sprintf("; did you mean %s?", strings.Join(similar, " or "))
+		} else {
+			msg += ": want UTC, database, or an IANA name such as Europe/Paris"
+		}
+		found.refuse(c.problem(sweep, p.Name, "time_zone", "%s", msg))
+	}
+	return found, nil
+}
