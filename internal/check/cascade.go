@@ -10,15 +10,10 @@ import (
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
-// cascades refuses a pass whose deletes change a table it does not name: every key with ON
-// DELETE CASCADE, SET NULL or SET DEFAULT that references a table the pass deletes from, and
-// recursively every key onto a table a CASCADE deletes from, reaches a table that must be in the
-// pass's cascades (statement.ReadCascades). Each table not named is refused once, with the
-// shortest chain that reaches it and both ways out: a keep guard, where the chain starts with a
-// key of one column on the swept table (the referenced row is kept, so the key never fires), or
-// naming the tables of the chain in cascades. A table named that no key reaches is refused too:
-// the list says what the pass deletes, and a stale entry would say more than it does. Per-row and
-// partitions passes are left alone, as foreignKeys leaves them.
+// cascades refuses a pass whose deletes change a table it does not name: every table an ON
+// DELETE CASCADE, SET NULL or SET DEFAULT key reaches from it, recursively, must be in its
+// cascades. Each is refused once, with the shortest chain and the ways out; a named table no key
+// reaches is refused too, so that the list says no more than the pass deletes.
 func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
 	var found findings
 	if p.Mode == policy.ModePerRow || p.Mode == policy.ModePartitions {

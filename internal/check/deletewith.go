@@ -8,15 +8,11 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
-// deleteWith refuses a delete_with entry that no foreign key proves: each child must either
-// reference the swept table by a key on exactly its pair (the child's column onto the swept
-// table's references: a child, whose rows go with their parent), or be referenced by one (the
-// swept table's references onto the child's column: a parent that goes with the row that
-// references it, as an ORM's dependent destroy on a belongs-to does). The second is allowed only
-// one-to-one, where a unique index on the swept column proves that no other row of the swept
-// table references the same parent; many-to-one would delete a parent that rows still kept
-// reference. Tables referencing the parent otherwise are foreignKeys' and cascades' to cover.
-// The swept table itself, sweeprail's own schema and the system schemas are refused outright.
+// deleteWith refuses a delete_with entry that no foreign key proves: a child referencing the
+// swept table on exactly its pair, or a parent the swept row references one-to-one (a unique
+// index on the swept column), as an ORM's dependent destroy on a belongs-to; many-to-one would
+// delete a parent other rows still reference. The swept table and sweeprail's and the system's
+// schemas are refused outright.
 func (c *checker) deleteWith(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
 	var found findings
 	tbl, err := c.table(ctx, p.Table)

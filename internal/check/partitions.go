@@ -13,7 +13,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
-// checkPartitions is the policy check of a partitions-mode pass: the table is range-partitioned
+// partitions checks a partitions-mode pass: the table is range-partitioned
 // on the age column, one level, and the role may drop its partitions.
 func (c *checker) partitions(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
 	var found findings

@@ -141,7 +141,7 @@ ORDER BY 1`, fn, schema)
 	return fmt.Sprintf("does not take one argument (found: %s): it is called once per eligible row with the key column's value", strings.Join(found, "; ")), nil
 }
 
-// explain plans query with the check's timeouts; see explainJSON.
+// explain plans query with the check's timeouts; see explain.JSON.
 func (c *checker) explain(ctx context.Context, forceIndex bool, query string, args ...any) ([]byte, error) {
 	return explain.JSON(ctx, c.pool, checkStatementTimeout, checkLockTimeout, forceIndex, query, args...)
 }

@@ -10,21 +10,14 @@ import (
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
-// volatileSQL lists the VOLATILE functions a probe view ($1, its oid) calls when read, as
-// regprocedure text ("wipe_account(uuid)"), sorted.
+// volatileSQL lists, as sorted regprocedure text, the VOLATILE functions probe view $1 calls when
+// read. It reads the view's query tree, since pg_depend never names a built-in (random()):
 //
-// It reads the view's stored query tree (pg_rewrite.ev_action, a pg_node_tree) rather than
-// pg_depend: PostgreSQL records no dependency on a built-in ("pinned") object, so pg_depend never
-// names random() or set_config(). In the tree, a function call is :funcid, an aggregate
-// :aggfnoid, a window function :winfnoid, an operator :opno (also IN, ANY, IS DISTINCT FROM,
-// NULLIF), :opnos (row comparisons), :eqop and :sortop (DISTINCT, GROUP BY, ORDER BY inside a
-// subquery); an operator runs its pg_operator.oprcode, and an explicit or implicit cast with a
-// function is a :funcid. Literal text never matches: constants print as bytes, names escape
-// their spaces. Relations the query reads (:relid) are followed: a view's own query runs with it,
-// and so do the row-level security policies of a table that has them enabled. For user types
-// the view depends on (pg_depend does name those), their input and output functions and the
-// CHECK constraints of a domain; an aggregate brings its support functions, whose volatility
-// its own pg_proc row does not reflect (CREATE AGGREGATE marks every aggregate immutable).
+//	:funcid :aggfnoid :winfnoid      a call or a cast, an aggregate, a window function
+//	:opno :opnos :eqop :sortop       an operator (its oprcode), row comparison, DISTINCT, ORDER BY
+//	:relid                           a view read, or a table's row-level security, followed
+//
+// with the types' input, output and domain CHECK functions and the aggregates' support functions.
 const volatileSQL = `
 WITH RECURSIVE
 rels(oid) AS (
@@ -88,22 +81,11 @@ JOIN pg_proc p ON p.oid = every.oid
 WHERE p.provolatile = 'v'
 ORDER BY 1`
 
-// volatileCalls returns the name and argument types of every VOLATILE function that condition (a
-// SQL boolean over alias t of table, possibly with subqueries) calls when evaluated: directly,
-// behind an operator or a cast, inside a view or an aggregate it reads. A policy condition may
-// call only IMMUTABLE or STABLE functions, since a volatile one can write (wipe_account) or
-// change the session (set_config), and runs even in a dry run's count.
-//
-// It lets PostgreSQL resolve the condition: inside tx, under a savepoint it rolls back whatever
-// happens, it creates a temporary view of SELECT 1 FROM table AS t WHERE (condition) and reads
-// the view's query tree (see volatileSQL). Nothing of the condition runs; the view is parsed,
-// never read. The statement goes through the extended protocol, which takes one statement only:
-// a condition that tries to end the view and start a statement of its own is a syntax error.
-//
-// The check trusts declared volatility: a function declared STABLE or IMMUTABLE that calls a
-// volatile one, or writes through dynamic SQL, is not seen. Least privilege (the API's role may
-// not write what it does not sweep) is the line behind it. Creating the view needs the TEMPORARY
-// privilege on the database, which PUBLIC has by default.
+// volatileCalls names every VOLATILE function condition (a boolean over alias t of table) calls
+// when evaluated, however reached: such a call can write or change the session, even in a dry
+// run's count. PostgreSQL resolves the condition into a temporary view under a savepoint rolled
+// back whatever happens: nothing of it runs, and the extended protocol takes one statement only.
+// Declared volatility is trusted; least privilege is the line behind it.
 func volatileCalls(ctx context.Context, tx pgx.Tx, table string, condition string) ([]string, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {

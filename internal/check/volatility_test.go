@@ -38,8 +38,9 @@ CREATE DOMAIN checked_int AS integer CHECK (vol_check(VALUE::bigint));
 `
 
 // TestVolatileCalls: every VOLATILE function a condition resolves to is named, however it is
-// reached; STABLE and IMMUTABLE ones are not. The first two cases are the attacks that motivated the check.
+// reached; STABLE and IMMUTABLE ones are not.
 func TestVolatileCalls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	if _, err := pool.Exec(ctx, volatilityFixtures); err != nil {
@@ -49,10 +50,10 @@ func TestVolatileCalls(t *testing.T) {
 		name, table, condition string
 		want                   []string
 	}{
-		// Row 2: a per-row erasure in a subquery erased 100 accounts from one run.
+		// A per-row erasure in a subquery would erase accounts in a dry run's count.
 		{"wipe_account in a subquery", "accounts",
 			`(SELECT count(*) FROM accounts a WHERE wipe_account(a.id)) >= 0`, []string{"wipe_account(uuid)"}},
-		// Row 3: a session setting left on a pooled connection.
+		// A session setting would be left on a pooled connection.
 		{"set_config", "notifications",
 			`set_config('default_transaction_read_only', 'on', false) IS NOT NULL`, []string{"set_config(text,text,boolean)"}},
 		{"random()", "notifications", `random() < 0.5`, []string{"random()"}},
@@ -80,6 +81,7 @@ func TestVolatileCalls(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			got := volatileIn(t, pool, tc.table, tc.condition)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("volatileCalls(%s, %q) = %q, want %q", tc.table, tc.condition, got, tc.want)
@@ -88,6 +90,7 @@ func TestVolatileCalls(t *testing.T) {
 	}
 
 	t.Run("the bundled catalog calls none", func(t *testing.T) {
+		t.Parallel()
 		for _, s := range policy.Catalog() {
 			for _, p := range s.Passes {
 				if strings.TrimSpace(p.Where) == "" {
@@ -123,6 +126,7 @@ func volatileIn(t *testing.T, pool interface {
 // statement; a condition that does not resolve is an error that leaves the caller's transaction
 // usable and no probe view behind.
 func TestVolatileCallsRunsNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO accounts (email) VALUES ('a@example.com')`); err != nil {
@@ -139,6 +143,7 @@ func TestVolatileCallsRunsNothing(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"wipe_account(uuid)"}) {
 		t.Fatalf("volatileCalls = %q, %v", got, err)
 	}
+	// In order, in the one transaction.
 	for _, tc := range []struct{ name, condition, mention string }{
 		{"a second statement", `true); DELETE FROM accounts; SELECT (1`, "42601"},
 		{"a syntax error", `t.email = `, "42601"},

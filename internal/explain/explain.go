@@ -74,13 +74,10 @@ func IndexServes(raw []byte, p policy.Pass) (bool, error) {
 	return AgeIndexServes(raw, "t", p.AgeColumn)
 }
 
-// AgeIndexServes reads the index verdict's plan (the batch select without its guards, planned
-// with sequential scans and sorts priced out): whether the relation aliased alias is read through
-// an index condition that bounds its age column, so that a batch reads about a batch of index
-// entries in age order. An index whose condition is only the where's (state = 'completed') does
-// not count: each batch would read and sort every row in that state. Priced out, a sequential scan
-// or a sort is chosen only where no index can avoid it, so the verdict does not depend on the
-// table's size or statistics: the same on an empty table as on a billion rows.
+// AgeIndexServes reads the index verdict's plan (the batch select, sequential scans and sorts
+// priced out): whether every scan of alias reads an index condition that bounds ageColumn, so a
+// batch reads about a batch of entries in age order. Priced out, a scan that reads otherwise is
+// chosen only where no index can serve, so the verdict is the schema's, not the statistics'.
 func AgeIndexServes(raw []byte, alias, ageColumn string) (bool, error) {
 	var out []struct {
 		Plan scanNode `json:"Plan"`
