@@ -27,20 +27,23 @@ func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass) (fin
 		found.refuse(c.problem(sweep, p.Name, "mode", "table %q is partitioned, and a batch picks its rows by ctid, which repeats across partitions: use mode: partitions (expired partitions dropped whole, the boundary's rows deleted a partition at a time), or sweep each partition with a pass of its own", p.Table))
 		return found, nil
 	}
-	if age, ok := tbl.column(p.AgeColumn); !ok {
+	switch age, ok := tbl.column(p.AgeColumn); {
+	case !ok:
 		found.refuse(c.problem(sweep, p.Name, "age_column", "column %q does not exist in table %q (columns: %s)", p.AgeColumn, p.Table, tbl.columnList()))
-	} else if p.AgeUnit != "" && !age.numeric {
+	case p.AgeUnit != "" && !age.numeric:
 		found.refuse(c.problem(sweep, p.Name, "age_unit", "age_unit is for an integer or numeric column of Unix time, and age column %q of table %q is %s: remove age_unit (a date or time column is compared with the cutoff as it is)",
 			p.AgeColumn, p.Table, age.typ))
-	} else if p.AgeUnit == "" && age.numeric {
+	case p.AgeUnit == "" && age.numeric:
 		found.refuse(c.problem(sweep, p.Name, "age_column", "age column %q of table %q is %s, a number: if it holds Unix time, say in what unit with age_unit: seconds, milliseconds or microseconds; else name a timestamptz, timestamp or date column",
 			p.AgeColumn, p.Table, age.typ))
-	} else if p.AgeUnit == "" && !age.temporal {
+	case p.AgeUnit == "" && !age.temporal:
 		found.refuse(c.problem(sweep, p.Name, "age_column", "age column %q of table %q is %s, not a timestamp or date: the cutoff cannot be compared with it; name a timestamptz, timestamp or date column (or an integer of Unix time, with age_unit)",
 			p.AgeColumn, p.Table, age.typ))
-	} else if f, err := c.timeZone(ctx, sweep, p, age); err != nil {
-		return findings{}, err
-	} else {
+	default:
+		f, err := c.timeZone(ctx, sweep, p, age)
+		if err != nil {
+			return findings{}, err
+		}
 		found.add(f)
 	}
 	if p.Mode == policy.ModePerRow {

@@ -8,61 +8,48 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sweeprail/sweeprail/internal/explain"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
-// compile EXPLAINs each keep guard and the where condition alone, so that a failure points at the
-// line that caused it, then the statement the runner will send, whole, with its bind parameters.
+// compile EXPLAINs each keep guard, delete_with child and where condition alone, so that a
+// failure points at the line that caused it, then the statement the runner will send, whole,
+// with its bind parameters.
 func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time) (findings, error) {
 	var found findings
 	table := statement.QuoteName(p.Table)
-	// cutoffArgs binds the cutoff to a piece that names it.
-	cutoffArgs := func(where string) []any {
-		if policy.UsesCutoff(where) {
-			return []any{cutoff}
-		}
-		return nil
-	}
 	for i, g := range p.Guards {
 		// The guard alone, then its where: a failure of the where points into it.
 		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, statement.Guard(policy.Guard{Table: g.Table, Column: g.Column, References: g.References}, c.ageKind(p)))
-		_, err := c.explain(ctx, false, q)
-		pgErr, err := pgProblem(err)
-		if err != nil {
+		pgErr, err := c.plans(ctx, q)
+		switch {
+		case err != nil:
 			return findings{}, err
-		}
-		if pgErr != nil {
+		case pgErr != nil:
 			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("guard.%d", i), "keep guard %s.%s = %s.%s does not compile: %s",
 				g.Table, g.Column, p.Table, g.References, describePgError(pgErr, "", 0)))
 			continue
-		}
-		if g.Where == "" {
+		case g.Where == "":
 			continue
 		}
-		cond := statement.Condition(g.Where, c.ageKind(p))
-		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE EXISTS (SELECT 1 FROM %s AS g WHERE (", table, statement.QuoteName(g.Table))
-		_, err = c.explain(ctx, false, prefix+cond+"))", cutoffArgs(g.Where)...)
-		if pgErr, err = pgProblem(err); err != nil {
+		gt := statement.QuoteName(g.Table)
+		f, err := c.condition(ctx, sweep, p, cutoff, condition{
+			field: fmt.Sprintf("guard.%d.where", i), what: "the keep guard's condition", where: g.Where,
+			prefix: fmt.Sprintf("SELECT 1 FROM %s AS t WHERE EXISTS (SELECT 1 FROM %s AS g WHERE (", table, gt), suffix: "))",
+			alone: fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", gt, g.Where),
+		})
+		if err != nil {
 			return findings{}, err
 		}
-		if pgErr != nil {
-			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition does not compile: %s",
-				describePgError(pgErr, cond, utf8.RuneCountInString(explain.Prefix+prefix))))
-		} else if f, err := c.volatility(ctx, sweep, p, fmt.Sprintf("guard.%d.where", i), "the keep guard's condition",
-			fmt.Sprintf("EXISTS (SELECT 1 FROM %s AS g WHERE (%s))", statement.QuoteName(g.Table), g.Where)); err != nil {
-			return findings{}, err
-		} else {
-			found.add(f)
-		}
+		found.add(f)
 	}
 	for i, ch := range p.DeleteWith {
 		q := fmt.Sprintf("SELECT 1 FROM %s AS c WHERE c.%s IN (SELECT t.%s FROM %s AS t)",
 			statement.QuoteName(ch.Table), pgx.Identifier{ch.Column}.Sanitize(), pgx.Identifier{ch.References}.Sanitize(), table)
-		_, err := c.explain(ctx, false, q)
-		pgErr, err := pgProblem(err)
+		pgErr, err := c.plans(ctx, q)
 		if err != nil {
 			return findings{}, err
 		}
@@ -72,21 +59,14 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		}
 	}
 	if p.Where != "" {
-		cond := statement.Condition(p.Where, c.ageKind(p))
-		prefix := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE (", table)
-		_, err := c.explain(ctx, false, prefix+cond+")", cutoffArgs(p.Where)...)
-		pgErr, err := pgProblem(err)
+		f, err := c.condition(ctx, sweep, p, cutoff, condition{
+			field: "where", what: "the condition", where: p.Where,
+			prefix: fmt.Sprintf("SELECT 1 FROM %s AS t WHERE (", table), suffix: ")", alone: p.Where,
+		})
 		if err != nil {
 			return findings{}, err
 		}
-		if pgErr != nil {
-			found.refuse(c.problem(sweep, p.Name, "where", "the condition does not compile: %s",
-				describePgError(pgErr, cond, utf8.RuneCountInString(explain.Prefix+prefix))))
-		} else if f, err := c.volatility(ctx, sweep, p, "where", "the condition", p.Where); err != nil {
-			return findings{}, err
-		} else {
-			found.add(f)
-		}
+		found.add(f)
 	}
 	if found.refused() {
 		return found, nil // a piece that failed would fail the whole statement too: say it once
@@ -99,8 +79,7 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 	case policy.ModePerRow:
 		query, args, field = st.PerRow, []any{cutoff}, "function"
 	}
-	_, err := c.explain(ctx, false, query, args...)
-	pgErr, err := pgProblem(err)
+	pgErr, err := c.plans(ctx, query, args...)
 	if err != nil {
 		return findings{}, err
 	}
@@ -110,12 +89,45 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 	return found, nil
 }
 
-// volatility refuses a where condition (what, at field) over table that calls a VOLATILE function
-// or operator: such a call can write (wipe_account in a subquery erased accounts past their grace)
-// or change the session (set_config), and would run even in a dry run's count, once per candidate
-// row. The condition is resolved in a transaction that is always rolled back; :cutoff stands as a
-// typed NULL there (a view holds no parameter, and the NULL has the cutoff's type in the pass's
-// conditions), which calls nothing.
+// condition is a where condition of a pass, placed in a statement to be compiled alone.
+type condition struct {
+	// field is its policy field, what how a message names it, where its text.
+	field, what, where string
+	// prefix and suffix are the statement around it; alone is what its volatility is read of.
+	prefix, suffix, alone string
+}
+
+// condition compiles cond and, once it compiles, refuses the VOLATILE calls it makes; a failure
+// to compile points into the condition.
+func (c *checker) condition(ctx context.Context, sweep string, p policy.Pass, cutoff time.Time, cond condition) (findings, error) {
+	var found findings
+	text := statement.Condition(cond.where, c.ageKind(p))
+	var args []any
+	if policy.UsesCutoff(cond.where) {
+		args = []any{cutoff}
+	}
+	pgErr, err := c.plans(ctx, cond.prefix+text+cond.suffix, args...)
+	switch {
+	case err != nil:
+		return findings{}, err
+	case pgErr != nil:
+		found.refuse(c.problem(sweep, p.Name, cond.field, "%s does not compile: %s",
+			cond.what, describePgError(pgErr, text, utf8.RuneCountInString(explain.Prefix+cond.prefix))))
+		return found, nil
+	}
+	return c.volatility(ctx, sweep, p, cond.field, cond.what, cond.alone)
+}
+
+// plans EXPLAINs query and returns its own failure (it does not compile, a permission is
+// missing) apart from the database's.
+func (c *checker) plans(ctx context.Context, query string, args ...any) (*pgconn.PgError, error) {
+	_, err := c.explain(ctx, false, query, args...)
+	return pgProblem(err)
+}
+
+// volatility refuses a where condition (what, at field) that calls a VOLATILE function or
+// operator: it could write or change the session, once per candidate row, in dry runs too.
+// :cutoff stands as a NULL of the cutoff's type there, since a view holds no parameter.
 func (c *checker) volatility(ctx context.Context, sweep string, p policy.Pass, field, what, condition string) (findings, error) {
 	var found findings
 	pass, table := p.Name, p.Table
