@@ -202,9 +202,9 @@ func (c *checker) archiveAccepts(ctx context.Context, sweep string, p policy.Pas
 func (c *checker) archiveCompiles(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, cutoff time.Time) (findings, error) {
 	var found findings
 	st := statement.BuildArchive(p, c.ageKind(p), src.columnNames())
-	query, args := st.Locked.Index, []any{cutoff, checkPlanBatchSize}
+	query, args := st.Locked.Index.SQL, []any{cutoff, checkPlanBatchSize}
 	if p.Mode == policy.ModeSingle {
-		query, args = st.Single, []any{cutoff}
+		query, args = st.Single.SQL, []any{cutoff}
 	}
 	_, err := c.explain(ctx, false, query, args...)
 	pgErr, err := pgProblem(err)

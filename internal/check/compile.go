@@ -72,12 +72,12 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		return found, nil // a piece that failed would fail the whole statement too: say it once
 	}
 	st := statement.Build(p, c.ageKind(p))
-	query, args, field := st.Locked.Index, []any{cutoff, checkPlanBatchSize}, ""
+	query, args, field := st.Locked.Index.SQL, []any{cutoff, checkPlanBatchSize}, ""
 	switch p.Mode {
 	case policy.ModeSingle:
-		query, args = st.Single, []any{cutoff}
+		query, args = st.Single.SQL, []any{cutoff}
 	case policy.ModePerRow:
-		query, args, field = st.PerRow, []any{cutoff}, "function"
+		query, args, field = st.PerRow.SQL, []any{cutoff}, "function"
 	}
 	pgErr, err := c.plans(ctx, query, args...)
 	if err != nil {

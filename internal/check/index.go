@@ -27,7 +27,7 @@ func (c *checker) indexes(ctx context.Context, sweep string, p policy.Pass, cuto
 	if p.Mode == policy.ModePartitions && p.Boundary == policy.BoundaryKeep {
 		return found, nil // no batch ever runs: whole partitions go, by the catalog
 	}
-	raw, err := c.explain(ctx, true, statement.Build(p, c.ageKind(p)).Probe, cutoff, checkPlanBatchSize)
+	raw, err := c.explain(ctx, true, statement.Build(p, c.ageKind(p)).Probe.SQL, cutoff, checkPlanBatchSize)
 	if pgErr, err := pgProblem(err); err != nil {
 		return findings{}, err
 	} else if pgErr != nil {

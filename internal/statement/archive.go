@@ -50,11 +50,40 @@ import (
 type Archive struct {
 	// Unlocked and Locked are Set's, moving the rows; Single is Set.Single, moving them.
 	Unlocked, Locked Batch
-	Single           string
+	Single           Form
 	// Count is set for a foreign archive keyed like the swept table (BuildForeignArchive): its
 	// batches answer the keys they deleted rather than RETURNING the archived rows, and Count
-	// asks the archive how many rows of keys $1 it holds.
-	Count string
+	// asks the archive how many rows of those keys it holds.
+	Count Form
+}
+
+// archiveForm is what pass p's archiving templates read, for an age column of kind k: the
+// insert of the swept table's columns, and key, of SQL type keyType, where they name it.
+func archiveForm(p policy.Pass, k Kind, columns []string, key, keyType string) form {
+	f := form{pass: newPass(p, k), Archive: QuoteName(p.ArchiveTo), Columns: ColumnList("", columns),
+		Rows: "SELECT deleted.* FROM deleted", KeyType: keyType}
+	if key != "" {
+		f.Key = ident(key)
+	}
+	return f
+}
+
+// archiveBatches renders the batches, both lock forms, and the single statement of an
+// archiving pass with the templates batch and single, answering a (Newest for the batches).
+func archiveBatches(p policy.Pass, f form, batch, single string, a Answer) (unlocked, locked Batch, one Form) {
+	capped := p.MaxRows > 0
+	b := a
+	b.Newest = true
+	return batches(f, capped, false, batch, b, false), batches(f, capped, true, batch, b, false), build(single, f, a, Cutoff)
+}
+
+// BuildArchive renders the statements that move pass p's rows to its archive_to, for an age
+// column of kind k; columns are the swept table's, in order.
+func BuildArchive(p policy.Pass, k Kind, columns []string) Archive {
+	var a Archive
+	a.Unlocked, a.Locked, a.Single = archiveBatches(p, archiveForm(p, k, columns, "", ""),
+		"archive-batch", "archive-single", Answer{Row: true, Archived: true})
+	return a
 }
 
 // BuildForeignArchive renders the statements that move pass p's rows to a foreign archive_to,
@@ -62,43 +91,11 @@ type Archive struct {
 // RETURNING a row at a time, and one without in its batches. key is the swept table's primary
 // key of one column, of SQL type keyType, which the archive holds as its key.
 func BuildForeignArchive(p policy.Pass, k Kind, columns []string, key, keyType string) Archive {
-	unlocked, locked, single := keyedArchive(p, k, columns, key, "archive-keyed-batch", "archive-keyed-single")
-	return Archive{
-		Unlocked: unlocked,
-		Locked:   locked,
-		Single:   single,
-		Count:    render("archive-count", struct{ Archive, Key, KeyType string }{QuoteName(p.ArchiveTo), ident(key), keyType}),
-	}
-}
-
-// keyedArchive renders the batches, both lock forms, and the single statement of an archiving
-// pass whose templates batch and single also name the swept table's key of one column.
-func keyedArchive(p policy.Pass, k Kind, columns []string, key, batch, single string) (unlocked, locked Batch, one string) {
-	v := newPass(p, k)
-	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
-	type keyed struct {
-		wrapper
-		Key string
-	}
-	wrap := func(d deletion) string {
-		return render(batch, keyed{wrapper{pass: v, Delete: deletionSQL(d), Insert: insert}, ident(key)})
-	}
-	return batches(v, false, wrap), batches(v, true, wrap), render(single, keyed{wrapper{pass: v, Insert: insert}, ident(key)})
-}
-
-// BuildArchive renders the statements that move pass p's rows to its archive_to, for an age
-// column of kind k; columns are the swept table's, in order.
-func BuildArchive(p policy.Pass, k Kind, columns []string) Archive {
-	v := newPass(p, k)
-	insert := ArchiveInsert(p.ArchiveTo, columns, "SELECT deleted.* FROM deleted")
-	wrap := func(d deletion) string {
-		return render("archive-batch", wrapper{pass: v, Delete: deletionSQL(d), Insert: insert})
-	}
-	return Archive{
-		Unlocked: batches(v, false, wrap),
-		Locked:   batches(v, true, wrap),
-		Single:   render("archive-single", wrapper{pass: v, Insert: insert}),
-	}
+	f := archiveForm(p, k, columns, key, keyType)
+	var a Archive
+	a.Unlocked, a.Locked, a.Single = archiveBatches(p, f, "archive-keyed-batch", "archive-keyed-single", Answer{Row: true, Keys: true})
+	a.Count = build("archive-count", f, Answer{}, DeletedKeys)
+	return a
 }
 
 // Heal is the statements of an archiving pass that heal a foreign archive's crash window: the
@@ -106,27 +103,27 @@ func BuildArchive(p policy.Pass, k Kind, columns []string) Archive {
 // of the archive's copies to compare them with.
 type Heal struct {
 	Unlocked, Locked Batch
-	Single           string
-	// Held reads the archive's copies of keys $1, each as its key and its row as text.
-	Held string
+	Single           Form
+	// Held reads the archive's copies of some keys, each as its key and its row as text.
+	Held Form
 }
 
 // BuildHeal renders pass p's healing statements, as BuildArchive, for a swept table whose
 // primary key is the one column key, of SQL type keyType.
 func BuildHeal(p policy.Pass, k Kind, columns []string, key, keyType string) Heal {
-	unlocked, locked, single := keyedArchive(p, k, columns, key, "archive-heal-batch", "archive-heal-single")
-	return Heal{
-		Unlocked: unlocked,
-		Locked:   locked,
-		Single:   single,
-		Held: render("archive-held", struct{ Key, Columns, Archive, KeyType string }{
-			ident(key), ColumnList("a", columns), QuoteName(p.ArchiveTo), keyType}),
-	}
+	f := archiveForm(p, k, columns, key, keyType)
+	var h Heal
+	h.Unlocked, h.Locked, h.Single = archiveBatches(p, f, "archive-heal-batch", "archive-heal-single",
+		Answer{Row: true, Archived: true, Held: true})
+	g := f
+	g.Columns = ColumnList("a", columns)
+	h.Held = build("archive-held", g, Answer{}, HeldKeys)
+	return h
 }
 
 // ArchiveInsert is an INSERT into archive of rows, a query answering the named columns in order.
 func ArchiveInsert(archive string, columns []string, rows string) string {
-	return render("archive-insert", struct{ Archive, Columns, Rows string }{QuoteName(archive), ColumnList("", columns), rows})
+	return render("archive-insert", form{Archive: QuoteName(archive), Columns: ColumnList("", columns), Rows: rows})
 }
 
 // ColumnList quotes columns, each qualified by alias when it is not "", and joins them.

@@ -74,7 +74,7 @@ func TestGolden(t *testing.T) {
 			{Key: "sessions_token_id_fkey", Parent: "access_tokens", ParentOID: 2, Table: "sessions", TableOID: 3,
 				Columns: []string{"token_id"}, Refs: []string{"id"}, Action: "CASCADE"},
 		}}
-		got := "-- dry run: the exact count, with what the cascades would delete and change\n--   " + paramCutoff + "\n" +
+		got := "-- dry run: the exact count, with what the cascades would delete and change\n--   " + Params{Cutoff}.String() + "\n" +
 			CascadeCount(p, Instant, g, []uint32{2, 3, 4}) + ";\n\n-- run: each batch's cascades, before and after its statement\n" + CascadeStats + ";\n"
 		path := filepath.Join("testdata", "golden", "cascades.count.sql")
 		compareGolden(t, path, got)
@@ -93,14 +93,19 @@ func TestGolden(t *testing.T) {
 			}
 		}
 		h := BuildHeal(p, Instant, goldenColumns, "id", "bigint")
-		got := "-- batch healing the archive's crash window, index path, first\n--   " + paramBatch + "\n" + h.Unlocked.Index +
-			";\n\n-- the archive's copies of the rows it held\n--   $1 their keys\n" + h.Held + ";\n"
 		// A foreign archive's batch, proven by a count of its keys rather than by RETURNING.
 		f := BuildForeignArchive(p, Instant, goldenColumns, "id", "bigint")
-		got += "\n-- foreign archive: batch, index path, first\n--   " + paramBatch + "\n" + f.Unlocked.Index +
-			";\n\n-- foreign archive: the rows of the batch's keys it holds\n--   $1 the keys deleted\n" + f.Count + ";\n"
+		var got bytes.Buffer
+		for _, s := range []Statement{
+			{"batch healing the archive's crash window, index path, first", h.Unlocked.Index.Params.String(), h.Unlocked.Index.SQL},
+			{"the archive's copies of the rows it held", h.Held.Params.String(), h.Held.SQL},
+			{"foreign archive: batch, index path, first", f.Unlocked.Index.Params.String(), f.Unlocked.Index.SQL},
+			{"foreign archive: the rows of the batch's keys it holds", f.Count.Params.String(), f.Count.SQL},
+		} {
+			fmt.Fprintf(&got, "-- %s\n--   %s\n%s;\n\n", s.Name, s.Params, s.SQL)
+		}
 		path := filepath.Join("testdata", "golden", "audit-log.operational.heal.sql")
-		compareGolden(t, path, got)
+		compareGolden(t, path, strings.TrimSuffix(got.String(), "\n"))
 	})
 	// How a batch's transaction begins, on the heap path and on the index path (ordered).
 	want = append(want, "batch.begin.sql")

@@ -19,27 +19,16 @@ type Statement struct {
 	SQL string
 }
 
-// The placeholders, as the listing names them.
-const (
-	paramCutoff = "$1 cutoff (timestamptz: the run's reference time minus the retention)"
-	paramBatch  = paramCutoff + ", $2 batch size (rows)"
-	paramAfter  = paramBatch + ", $3 first age of the batch"
-	paramBound  = paramBatch + ", $3 first age of the batch's range"
-	paramRange  = paramCutoff + ", $2 first age of the range, $3 the age it ends before"
-	paramTail   = paramCutoff + ", $2 first age of the range"
-	paramBlocks = paramCutoff + ", $2 and $3 first and end block of the range (tid '(b,0)')"
-	paramCapped = paramBlocks + ", $4 rows max_rows leaves"
-)
-
 // List returns what a run of pass p executes with set, then what its dry run executes, in the
-// order a run reaches them; arch is the run's archive statements for a pass with archive_to,
-// nil otherwise. A partitions-mode pass detaches and drops its expired partitions first (package
-// partition), then runs the batched statements on each boundary partition in place of p.Table.
+// order a run reaches them, each with the parameters its form declares; arch is the run's
+// archive statements for a pass with archive_to, nil otherwise. A partitions-mode pass detaches
+// and drops its expired partitions first (package partition), then runs the batched statements
+// on each boundary partition in place of p.Table.
 func List(p policy.Pass, set Set, arch *Archive) []Statement {
 	var out []Statement
-	add := func(name, params, sql string) {
-		if sql != "" {
-			out = append(out, Statement{Name: name, Params: params, SQL: sql})
+	add := func(name string, f Form) {
+		if f.SQL != "" {
+			out = append(out, Statement{Name: name, Params: f.Params.String(), SQL: f.SQL})
 		}
 	}
 	switch p.Mode {
@@ -48,50 +37,37 @@ func List(p policy.Pass, set Set, arch *Archive) []Statement {
 		if arch != nil {
 			single = arch.Single
 		}
-		add("delete every eligible row, in one statement", paramCutoff, single)
+		add("delete every eligible row, in one statement", single)
 	case policy.ModePerRow:
-		add("per-row: lock one eligible key and call the function on it, once per transaction", paramCutoff, set.PerRow)
+		add("per-row: lock one eligible key and call the function on it, once per transaction", set.PerRow)
 	default:
-		add("access path survey: the eligible rows, as the planner estimates them", paramCutoff, set.Estimate)
-		add("access path survey: every row, as the planner estimates them", "", set.Total)
-		add("index path: where the first batch's range of ages starts and ends", paramBatch, set.Bound)
-		add("index path: where a resumed batch's range of ages ends", paramBound, set.BoundAfter)
+		add("access path survey: the eligible rows, as the planner estimates them", set.Estimate)
+		add("access path survey: every row, as the planner estimates them", set.Total)
+		add("index path: where the first batch's range of ages starts and ends", set.Bound)
+		add("index path: where a resumed batch's range of ages ends", set.BoundAfter)
 		unlocked, locked := set.Unlocked, set.Locked
 		if arch != nil {
 			unlocked, locked = arch.Unlocked, arch.Locked
 		}
 		for _, form := range []struct {
-			name  string
-			b     Batch
-			retry bool
-		}{{"batch", unlocked, false}, {"batch retried after a held row lock, skipping held rows", locked, true}} {
-			switch {
-			case p.MaxRows > 0:
-				add(form.name+", index path, a range of ages, capped by max_rows", paramRange+", $4 rows max_rows leaves", form.b.RangeCapped)
-				add(form.name+", index path, the last range of ages, capped by max_rows", paramTail+", $3 rows max_rows leaves", form.b.TailCapped)
-			case !form.retry && set.RangeBare != "":
-				add(form.name+", index path, a range of ages", paramRange, set.RangeBare)
-				add(form.name+", index path, the last range of ages", paramTail, set.TailBare)
-			default:
-				add(form.name+", index path, a range of ages", paramRange, form.b.Range)
-				add(form.name+", index path, the last range of ages", paramTail, form.b.Tail)
+			name string
+			b    Batch
+		}{{"batch", unlocked}, {"batch retried after a held row lock, skipping held rows", locked}} {
+			capped := ""
+			if p.MaxRows > 0 {
+				capped = ", capped by max_rows"
 			}
-			add(form.name+", index path, by rows where more than a batch share its first age", paramAfter, form.b.IndexAfter)
-			switch {
-			case p.MaxRows > 0:
-				add(form.name+", heap path, capped by max_rows", paramCapped, form.b.HeapCapped)
-			case !form.retry && set.HeapBare != "":
-				add(form.name+", heap path", paramBlocks, set.HeapBare)
-			default:
-				add(form.name+", heap path", paramBlocks, form.b.Heap)
-			}
+			add(form.name+", index path, a range of ages"+capped, form.b.Range)
+			add(form.name+", index path, the last range of ages"+capped, form.b.Tail)
+			add(form.name+", index path, by rows where more than a batch share its first age", form.b.IndexAfter)
+			add(form.name+", heap path"+capped, form.b.Heap)
 		}
 	}
-	add("dry run: the exact count", paramCutoff, set.Count)
+	add("dry run: the exact count", set.Count)
 	if p.Mode == policy.ModeSingle || p.Mode == policy.ModePerRow {
-		add("dry run: the eligible rows, as the planner estimates them", paramCutoff, set.Estimate)
+		add("dry run: the eligible rows, as the planner estimates them", set.Estimate)
 	}
-	add("dry run and policy check: the index verdict's select, sequential scans and sorts priced out", paramBatch, set.Probe)
+	add("dry run and policy check: the index verdict's select, sequential scans and sorts priced out", set.Probe)
 	return out
 }
 

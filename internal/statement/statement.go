@@ -4,9 +4,9 @@
 // rewrites them, so a changed clause is reviewed as a diff of SQL.
 //
 // The target table is always aliased t, in a batch's pick too, so a condition written as t.col
-// (or col) means the same row in both places. Every statement binds $1 as the cutoff, a
-// timestamptz; a batch binds $2 (its size, its first block, or the first age of its range) and $3
-// and $4 as its form needs.
+// (or col) means the same row in both places. Each statement is a Form, which declares its
+// parameters once (param.go): its template, the listing and the run all read that list. A
+// statement that binds the cutoff binds it as $1, a timestamptz.
 package statement
 
 import (
@@ -26,7 +26,9 @@ var files embed.FS
 
 // templates are parsed once; a template that fails to parse or render is a programming error,
 // which the golden test catches before it ships.
-var templates = template.Must(template.New("").Option("missingkey=error").ParseFS(files, "sql/*.sql"))
+var templates = template.Must(template.New("").Option("missingkey=error").
+	Funcs(template.FuncMap{"cutoff": func() string { return cutoffPlaceholder }}).
+	ParseFS(files, "sql/*.sql"))
 
 // render executes the named template with data.
 func render(name string, data any) string {
@@ -45,60 +47,46 @@ type Set struct {
 	// form first: it takes no row lock before deleting, so a row another transaction holds makes
 	// it wait (under the row-lock timeout), and a row changed under us is re-checked after the
 	// wait and kept if it no longer qualifies. The locked form picks FOR UPDATE SKIP LOCKED, and
-	// runs only as the retry of an attempt that met a held row lock: locking writes a lock record
-	// per row before the delete writes its own.
+	// runs only as the retry of an attempt that met a held row lock.
 	Unlocked, Locked Batch
-	// Bound and BoundAfter answer where an index-path batch's range of ages ends: the age $2
-	// rows past its start, NULL when fewer are left. Bound, the first batch's, answers its start
-	// too, the oldest eligible age (NULL: none); BoundAfter's start is $3. They read the age
-	// index alone, under the pass's own condition (Probe's), so the range [start, end) holds at
-	// most $2 of the pass's rows.
-	Bound, BoundAfter string
-	// RangeBare and TailBare are Unlocked.Range and Unlocked.Tail without their RETURNING and
-	// answer, for a pass that needs nothing of the deleted rows (no delete_with, archive_to or
-	// max_rows):
-	// the range is the index path's cursor, not the newest age deleted. "" otherwise.
-	RangeBare, TailBare string
-	// HeapBare is Unlocked.Heap without its RETURNING and answer: the bare DELETE, whose row
-	// count is the command tag's, for a heap batch that needs nothing of the deleted rows:
-	// projecting them into a CTE costs about half as much again as the delete. It is "" for a
-	// pass that needs them (delete_with, archive_to, max_rows).
-	HeapBare string
+	// Bound and BoundAfter answer where an index-path batch's range of ages ends: the age a
+	// batch of rows past its start, NULL when fewer are left. Bound, the first batch's, answers
+	// its start too, the oldest eligible age (NULL: none). They read the age index alone, under
+	// the pass's own condition (Probe's), so the range holds at most a batch of the pass's rows.
+	Bound, BoundAfter Form
 	// Single deletes every eligible row in one statement, answering the rows deleted (mode single).
-	Single string
-	// PerRow locks one eligible key, skipping keys another run holds, and calls the function on it.
-	PerRow string
+	Single Form
+	// PerRow locks one eligible key, skipping keys another run holds, and calls the function on
+	// it; its SQL is "" for a pass of another mode.
+	PerRow Form
 	// Count is the dry run's exact count, and each delete_with child's after it.
-	Count string
+	Count Form
 	// Probe is the batch select without its keep guards, which the index verdict plans: the
 	// guards' lookups are judged from the catalog, which keeps the verdict on the swept table.
-	Probe string
+	Probe Form
 	// Estimate is the eligible rows as the planner sees them (the top node of its plan), and
 	// Total every row of the table: the eligible share the access path is chosen from.
-	Estimate, Total string
+	Estimate, Total Form
 }
 
-// Batch is the batch deletes of one form (taking row locks or not), one per access path. Each
-// answers the rows deleted, the newest age among them, and the rows each delete_with child lost.
+// Batch is the batch deletes of one lock form, one per access path, each the one this pass
+// runs: capped by what max_rows leaves for a pass with max_rows, and in the unlocked form the
+// bare DELETE (answering no row: its count is the command tag's) for a pass that needs nothing
+// of the rows it deletes (no delete_with, archive_to or max_rows), since projecting them into a
+// CTE costs about half as much again as the delete.
 type Batch struct {
-	// Range deletes the eligible rows of the ages [$2, $3), Tail those from $2 on: an index-path
-	// batch, whose range Set.Bound ends a batch of rows past its start (keyset pagination), so
-	// every batch reads an index range of about one batch however thin the backlog has become.
-	// The planner knows both ends, and reads the range's rows in heap order (a bitmap scan):
-	// each page once, where they are deleted.
-	Range, Tail string
-	// RangeCapped and TailCapped delete at most $4 (Tail: $3) rows of them, for a pass with
-	// max_rows, whose cap is exact even where rows reach the range between its bound and its
-	// delete.
-	RangeCapped, TailCapped string
-	// IndexAfter deletes at most $2 eligible rows from age $3 on, the oldest first: the index
-	// path's batch where more than a batch of rows share the age its range would start at, which
-	// would make the range empty. Index is the same from the oldest age, which the policy check
-	// plans (internal/check).
-	Index, IndexAfter string
-	// Heap deletes the eligible rows of the blocks [$2, $3), a TID Range Scan; HeapCapped
-	// deletes at most $4 of them, for a pass with max_rows.
-	Heap, HeapCapped string
+	// Range deletes the eligible rows of a range of ages, Tail those from an age on: an
+	// index-path batch, whose range Set.Bound ends a batch of rows past its start (keyset
+	// pagination). The planner knows both ends, and reads the range's rows in heap order (a
+	// bitmap scan): each page once, where they are deleted.
+	Range, Tail Form
+	// IndexAfter deletes a batch of eligible rows from an age on, the oldest first: the index
+	// path's batch where more than a batch of rows share the age its range would start at,
+	// which would make the range empty. Index is the same from the oldest age, which the
+	// policy check plans (internal/check).
+	Index, IndexAfter Form
+	// Heap deletes the eligible rows of a range of blocks, a TID Range Scan.
+	Heap Form
 }
 
 // pass is what the templates read of a pass: names already quoted, conditions with the cutoff
@@ -111,7 +99,7 @@ type pass struct {
 	Children                []child
 	Predicate, OwnPredicate string
 	Single                  bool
-	Function, Key           string
+	Function, RowKey        string
 }
 
 type guard struct{ Table, Column, References, Where string }
@@ -121,30 +109,43 @@ type child struct {
 	Table, Column, References string
 }
 
-// deletion is what a batch's DELETE template reads: the pass, and the form of its batch.
-type deletion struct {
+// form is what a statement's template reads: the pass, the shape of its batch, the archive it
+// moves rows to, and the parameters it declares ({{.Param "name"}} is one's $n).
+type form struct {
 	pass
-	// Heap picks the heap path's template, Range the index path's range of ages (Bounded: with
-	// its end), index-delete otherwise.
-	Heap, Range, Bounded bool
-	After, Lock, Capped  bool
+	// Heap picks the heap path's DELETE, Range the index path's range of ages (Bounded: with
+	// its end), the index path's by rows otherwise (After: from an age on).
+	Heap, Range, Bounded, After bool
+	// Lock picks FOR UPDATE SKIP LOCKED; Capped deletes at most what max_rows leaves.
+	Lock, Capped bool
+	// Archive, Columns and Rows are an archiving statement's insert; Key and KeyType the swept
+	// table's primary key of one column, for a healing or foreign archive's statement.
+	Archive, Columns, Rows, Key, KeyType string
+	params                               Params
 }
 
-// deletionSQL renders d's DELETE, without its RETURNING.
-func deletionSQL(d deletion) string {
-	switch {
-	case d.Heap:
-		return render("heap-delete", d)
-	case d.Range:
-		return render("index-range-delete", d)
-	}
-	return render("index-delete", d)
+// Param is the placeholder of the parameter name declares in f's list.
+func (f form) Param(name string) (string, error) { return f.params.placeholder(name) }
+
+// shape is one batch DELETE: its template's choices and the parameters it binds.
+type shape struct {
+	heap, rng, bounded, after bool
+	params                    Params
 }
 
-// wrapper is what a batch statement's template reads: its DELETE, rendered, and the pass.
-type wrapper struct {
-	pass
-	Delete, Insert string
+// The batch DELETEs (sql/batch.sql), each with its parameters; Left is added when capped.
+var (
+	rangeShape = shape{rng: true, bounded: true, params: Params{Cutoff, From, Before}}
+	tailShape  = shape{rng: true, params: Params{Cutoff, From}}
+	indexShape = shape{params: Params{Cutoff, Limit}}
+	afterShape = shape{after: true, params: Params{Cutoff, Limit, After}}
+	heapShape  = shape{heap: true, params: Params{Cutoff, FirstBlock, EndBlock}}
+)
+
+// build renders the template name with f as a Form declaring params and answering a.
+func build(name string, f form, a Answer, params ...Param) Form {
+	f.params = params
+	return Form{SQL: render(name, f), Params: params, Answer: a}
 }
 
 // newPass quotes and binds what p's statements name, for an age column of kind k.
@@ -164,9 +165,9 @@ func newPass(p policy.Pass, k Kind) pass {
 		v.Children = append(v.Children, child{I: i, Table: QuoteName(c.Table), Column: ident(c.Column), References: ident(c.References)})
 	}
 	if p.Mode == policy.ModePerRow {
-		v.Function, v.Key = QuoteName(p.Function), ident(p.KeyColumn)
+		v.Function, v.RowKey = QuoteName(p.Function), ident(p.KeyColumn)
 		if p.KeyColumn == "" {
-			v.Key = ident("id")
+			v.RowKey = ident("id")
 		}
 	}
 	v.Predicate, v.OwnPredicate = render("predicate", v), render("own-predicate", v)
@@ -184,62 +185,49 @@ func newGuard(g policy.Guard, k Kind) guard {
 // Build renders the statements of p for an age column of kind k.
 func Build(p policy.Pass, k Kind) Set {
 	v := newPass(p, k)
-	batch := func(d deletion) string { return render("batch", wrapper{pass: v, Delete: deletionSQL(d)}) }
-	return Set{
+	f := form{pass: v}
+	answer := Answer{Row: true, Newest: true, Children: len(v.Children)}
+	bare := len(p.DeleteWith) == 0 && p.ArchiveTo == "" && p.MaxRows == 0
+	set := Set{
 		Predicate:  v.Predicate,
-		Unlocked:   batches(v, false, batch),
-		Locked:     batches(v, true, batch),
-		Bound:      render("index-bound", deletion{pass: v}),
-		BoundAfter: render("index-bound", deletion{pass: v, After: true}),
-		RangeBare:  rangeBare(p, v, true),
-		TailBare:   rangeBare(p, v, false),
-		HeapBare:   heapBare(p, v),
-		Single:     render("single", v),
-		PerRow:     perRow(v),
-		Count:      render("count", v),
-		Probe:      render("probe", v),
-		Estimate:   render("estimate", v),
-		Total:      render("total", v),
+		Unlocked:   batches(f, p.MaxRows > 0, false, "batch", answer, bare),
+		Locked:     batches(f, p.MaxRows > 0, true, "batch", answer, false),
+		Bound:      build("index-bound", f, Answer{}, Cutoff, Limit),
+		BoundAfter: build("index-bound", form{pass: v, After: true}, Answer{}, Cutoff, Limit, Resume),
+		Single:     build("single", f, Answer{Row: true, Children: len(v.Children)}, Cutoff),
+		Count:      build("count", f, Answer{}, Cutoff),
+		Probe:      build("probe", f, Answer{}, Cutoff, Limit),
+		Estimate:   build("estimate", f, Answer{}, Cutoff),
+		Total:      build("total", f, Answer{}),
 	}
+	if v.Function != "" {
+		set.PerRow = build("per-row", f, Answer{}, Cutoff)
+	}
+	return set
 }
 
-// heapBare renders the bare heap DELETE of a pass that needs nothing of the rows it deletes.
-func heapBare(p policy.Pass, v pass) string {
-	if len(p.DeleteWith) > 0 || p.ArchiveTo != "" || p.MaxRows > 0 {
-		return ""
+// batches renders the batch deletes of one form (lock: the locking one) with the template
+// wrap, which turns a DELETE into the whole statement answering a; capped, at most what
+// max_rows leaves; bare, the DELETE alone where it needs no row lock and no cap.
+func batches(f form, capped, lock bool, wrap string, a Answer, bare bool) Batch {
+	one := func(s shape) Form {
+		g := f
+		g.Heap, g.Range, g.Bounded, g.After, g.Lock = s.heap, s.rng, s.bounded, s.after, lock
+		params := s.params
+		if capped && (s.heap || s.rng) {
+			g.Capped, params = true, append(params[:len(params):len(params)], Left)
+		}
+		if bare && !g.Capped && (s.heap || s.rng) {
+			return build("delete", g, Answer{}, params...)
+		}
+		return build(wrap, g, a, params...)
 	}
-	return render("heap-delete", deletion{pass: v, Heap: true})
-}
-
-// rangeBare renders the bare index-path DELETE of a range of ages (bounded: with its end) of a
-// pass that needs nothing of the rows it deletes (no delete_with, no archive_to, no max_rows).
-func rangeBare(p policy.Pass, v pass, bounded bool) string {
-	if len(p.DeleteWith) > 0 || p.ArchiveTo != "" || p.MaxRows > 0 {
-		return ""
-	}
-	return render("index-range-delete", deletion{pass: v, Range: true, Bounded: bounded})
-}
-
-// perRow renders a per-row pass's statement; "" for a pass of another mode, which has no function.
-func perRow(v pass) string {
-	if v.Function == "" {
-		return ""
-	}
-	return render("per-row", v)
-}
-
-// batches renders the batch statements of one form (lock: the locking one) with wrap, which
-// turns a DELETE into the whole statement.
-func batches(v pass, lock bool, wrap func(deletion) string) Batch {
 	return Batch{
-		Range:       wrap(deletion{pass: v, Range: true, Bounded: true, Lock: lock}),
-		Tail:        wrap(deletion{pass: v, Range: true, Lock: lock}),
-		RangeCapped: wrap(deletion{pass: v, Range: true, Bounded: true, Lock: lock, Capped: true}),
-		TailCapped:  wrap(deletion{pass: v, Range: true, Lock: lock, Capped: true}),
-		Index:       wrap(deletion{pass: v, Lock: lock}),
-		IndexAfter:  wrap(deletion{pass: v, Lock: lock, After: true}),
-		Heap:        wrap(deletion{pass: v, Heap: true, Lock: lock}),
-		HeapCapped:  wrap(deletion{pass: v, Heap: true, Lock: lock, Capped: true}),
+		Range:      one(rangeShape),
+		Tail:       one(tailShape),
+		Index:      one(indexShape),
+		IndexAfter: one(afterShape),
+		Heap:       one(heapShape),
 	}
 }
 

@@ -58,7 +58,7 @@ func (pr *passRun) prepareArchive() error {
 		// is proven by RETURNING, a row at a time.
 		if err := pgx.BeginTxFunc(ctx, pr.r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			var n int64
-			return tx.QueryRow(ctx, keyed.Count, []string{}).Scan(&n)
+			return tx.QueryRow(ctx, keyed.Count.SQL, []string{}).Scan(&n)
 		}); err != nil {
 			pr.log.Info("foreign archive cannot be counted: each batch proves its archive by RETURNING, a row at a time; grant SELECT on it, here and on its remote table",
 				"pass", pr.p.Name, "archive", pr.p.ArchiveTo, "err", err)

@@ -88,7 +88,7 @@ func (pr *passRun) archiveAnswer(b *batchResult) []any {
 	switch {
 	case pr.healing:
 		return []any{&b.archived, &b.heldKeys, &b.heldRows}
-	case pr.arch.Count != "":
+	case pr.arch.Count.SQL != "":
 		return []any{&b.keys}
 	}
 	return []any{&b.archived}
@@ -113,15 +113,15 @@ func (pr *passRun) proven(ctx context.Context, tx pgx.Tx, b batchResult) (batchR
 	if pr.arch == nil {
 		return b, nil
 	}
-	if pr.arch.Count != "" && !pr.healing && len(b.keys) > 0 {
+	if pr.arch.Count.SQL != "" && !pr.healing && len(b.keys) > 0 {
 		// The foreign archive's own count of the keys deleted, in this transaction's remote one.
-		if err := tx.QueryRow(ctx, pr.arch.Count, b.keys).Scan(&b.archived); err != nil {
+		if err := tx.QueryRow(ctx, pr.arch.Count.SQL, b.keys).Scan(&b.archived); err != nil {
 			return batchResult{}, fmt.Errorf("count the rows the archive took: %w", err)
 		}
 	}
 	if pr.healing && len(b.heldKeys) > 0 {
 		copies := map[string]string{}
-		rows, err := tx.Query(ctx, pr.heal.Held, b.heldKeys)
+		rows, err := tx.Query(ctx, pr.heal.Held.SQL, b.heldKeys)
 		if err != nil {
 			return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
 		}

@@ -160,7 +160,7 @@ func (pr *passRun) countRows(n int64) {
 // count cannot follow (st.Count then).
 func (r *Runner) countStatement(ctx context.Context, p policy.Pass, kind statement.Kind, st statement.Set) (query string, cascades int, err error) {
 	if len(p.Cascades) == 0 {
-		return st.Count, 0, nil
+		return st.Count.SQL, 0, nil
 	}
 	g, err := statement.ReadCascades(ctx, r.cfg.Pool, p)
 	if err != nil {
@@ -174,7 +174,7 @@ func (r *Runner) countStatement(ctx context.Context, p policy.Pass, kind stateme
 	}
 	q := statement.CascadeCount(p, kind, g, named)
 	if q == "" {
-		return st.Count, 0, nil
+		return st.Count.SQL, 0, nil
 	}
 	return q, len(p.Cascades), nil
 }

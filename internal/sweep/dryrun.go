@@ -117,7 +117,7 @@ func (r *Runner) count(ctx context.Context, query string, cutoff any, n int) ([]
 // (ageIndexServes). The second answer is the policy check's, and does not depend on the table's
 // size, so the two never disagree.
 func (r *Runner) plan(ctx context.Context, p policy.Pass, st statement.Set, cutoff any) (estimate int64, indexed bool, err error) {
-	raw, err := explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.Estimate, cutoff)
+	raw, err := explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.Estimate.SQL, cutoff)
 	if err != nil {
 		return 0, false, err
 	}
@@ -125,7 +125,7 @@ func (r *Runner) plan(ctx context.Context, p policy.Pass, st statement.Set, cuto
 		return 0, false, err
 	}
 	size := firstPositive(p.BatchSize, r.cfg.Settings.BatchSize)
-	if raw, err = explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.Probe, cutoff, size); err != nil {
+	if raw, err = explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.Probe.SQL, cutoff, size); err != nil {
 		return 0, false, err
 	}
 	indexed, err = explain.IndexServes(raw, p)

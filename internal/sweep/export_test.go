@@ -16,10 +16,10 @@ func WithTestKnobs(cfg Config, path Path, heapBlocks uint32, rowLockWait time.Du
 }
 
 // HeapBatchSQL is pass p's heap-path batch in its first form, for a timestamptz age column;
-// capped, the form of a pass with max_rows.
+// capped, the form of a pass with max_rows (which binds the rows it leaves as $4).
 func HeapBatchSQL(p policy.Pass, capped bool) string {
 	if capped {
-		return statement.Build(p, statement.Instant).Unlocked.HeapCapped
+		p.MaxRows = max(p.MaxRows, 1)
 	}
-	return statement.Build(p, statement.Instant).Unlocked.Heap
+	return statement.Build(p, statement.Instant).Unlocked.Heap.SQL
 }

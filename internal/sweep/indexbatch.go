@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // The index path's batch. Its rows are a range of ages, from where the previous batch's range
@@ -23,28 +25,28 @@ import (
 func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batchResult, err error) {
 	from, end := pr.index.after, any(nil)
 	if from == nil {
-		if err := tx.QueryRow(ctx, pr.st.Bound, pr.cutoff, pr.limit).Scan(&from, &end); err != nil {
+		if err := tx.QueryRow(ctx, pr.st.Bound.SQL, pr.cutoff, pr.limit).Scan(&from, &end); err != nil {
 			return batchResult{}, fmt.Errorf("read the batch's range: %w", err)
 		}
 		if from == nil {
 			return batchResult{}, nil
 		}
-	} else if err := tx.QueryRow(ctx, pr.st.BoundAfter, pr.cutoff, pr.limit, from).Scan(&end); err != nil {
+	} else if err := tx.QueryRow(ctx, pr.st.BoundAfter.SQL, pr.cutoff, pr.limit, from).Scan(&end); err != nil {
 		return batchResult{}, fmt.Errorf("read the batch's range: %w", err)
 	}
 	form := pr.batchForm(lock)
 	switch {
 	case end != nil && sameAge(end, from):
-		if err := tx.QueryRow(ctx, form.IndexAfter, pr.cutoff, pr.limit, from).Scan(pr.answer(&b)...); err != nil {
+		if err := tx.QueryRow(ctx, form.IndexAfter.SQL, pr.cutoff, pr.limit, from).Scan(pr.answer(&b)...); err != nil {
 			return batchResult{}, err
 		}
 		b.more = b.n >= int64(pr.limit)
 		return pr.proven(ctx, tx, b)
 	case end != nil:
-		b, err = pr.rangeBatch(ctx, tx, form.Range, form.RangeCapped, pr.st.RangeBare, lock, from, end)
+		b, err = pr.rangeBatch(ctx, tx, form.Range, from, end)
 		b.more, b.newest = true, end
 	default:
-		b, err = pr.rangeBatch(ctx, tx, form.Tail, form.TailCapped, pr.st.TailBare, lock, from)
+		b, err = pr.rangeBatch(ctx, tx, form.Tail, from, nil)
 	}
 	if err != nil {
 		return b, err
@@ -56,18 +58,16 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, lock bool) (b batc
 // the last range, the one it ends before): capped, for a pass with max_rows; the bare DELETE
 // where the pass needs nothing of the deleted rows and the batch takes no row locks; query
 // otherwise.
-func (pr *passRun) rangeBatch(ctx context.Context, tx pgx.Tx, query, capped, bare string, lock bool, ages ...any) (b batchResult, err error) {
-	args := append([]any{pr.cutoff}, ages...)
-	if pr.p.MaxRows > 0 {
-		query, args = capped, append(args, pr.limit)
-	} else if !lock && bare != "" {
-		tag, err := tx.Exec(ctx, bare, args...)
+func (pr *passRun) rangeBatch(ctx context.Context, tx pgx.Tx, form statement.Form, from, before any) (b batchResult, err error) {
+	args := form.Params.Bind(statement.Args{Cutoff: pr.cutoff, From: from, Before: before, Limit: pr.limit})
+	if !form.Answer.Row {
+		tag, err := tx.Exec(ctx, form.SQL, args...)
 		if err != nil {
 			return batchResult{}, err
 		}
 		return batchResult{n: tag.RowsAffected()}, nil
 	}
-	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
+	if err := tx.QueryRow(ctx, form.SQL, args...).Scan(pr.answer(&b)...); err != nil {
 		return batchResult{}, err
 	}
 	b.newest = nil

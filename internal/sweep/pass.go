@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -366,21 +365,18 @@ func (pr *passRun) answer(b *batchResult) []any {
 // heapBatch deletes the eligible rows of the blocks [from, to): all of them, or at most limit for
 // a pass with max_rows. The newest age it answers is not a cursor: the range is.
 func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lock bool) (b batchResult, err error) {
-	form := pr.batchForm(lock)
-	query, args := form.Heap, []any{pr.cutoff, pgtype.TID{BlockNumber: from, Valid: true}, pgtype.TID{BlockNumber: to, Valid: true}}
+	form := pr.batchForm(lock).Heap
+	args := form.Params.Bind(statement.Args{Cutoff: pr.cutoff, FirstBlock: from, EndBlock: to, Limit: pr.limit})
 	b.blocks, b.more = to-from, !pr.heap.done()
-	if !lock && pr.st.HeapBare != "" {
-		tag, err := tx.Exec(ctx, pr.st.HeapBare, args...)
+	if !form.Answer.Row {
+		tag, err := tx.Exec(ctx, form.SQL, args...)
 		if err != nil {
 			return batchResult{}, err
 		}
 		b.n = tag.RowsAffected()
 		return b, nil
 	}
-	if pr.p.MaxRows > 0 {
-		query, args = form.HeapCapped, append(args, pr.limit)
-	}
-	if err := tx.QueryRow(ctx, query, args...).Scan(pr.answer(&b)...); err != nil {
+	if err := tx.QueryRow(ctx, form.SQL, args...).Scan(pr.answer(&b)...); err != nil {
 		return batchResult{}, err
 	}
 	b.newest = nil
@@ -393,12 +389,12 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 	if pr.p.Mode == policy.ModeSingle {
 		// An archiving pass has no delete_with (validatePass refuses the two together), so its
 		// statements answer no children's counts.
-		query, dest := pr.st.Single, []any{&b.n}
+		query, dest := pr.st.Single.SQL, []any{&b.n}
 		if pr.arch != nil {
-			query, dest = pr.arch.Single, append(dest, pr.archiveAnswer(&b)...)
+			query, dest = pr.arch.Single.SQL, append(dest, pr.archiveAnswer(&b)...)
 		}
 		if pr.healing {
-			query = pr.heal.Single
+			query = pr.heal.Single.SQL
 		}
 		for i := range pr.children {
 			dest = append(dest, &pr.children[i])
@@ -408,7 +404,7 @@ func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err
 		}
 		return pr.proven(ctx, tx, b)
 	}
-	rows, err := tx.Query(ctx, pr.st.PerRow, pr.cutoff)
+	rows, err := tx.Query(ctx, pr.st.PerRow.SQL, pr.cutoff)
 	if err != nil {
 		return b, err
 	}

@@ -177,10 +177,10 @@ func (r *Runner) surveyTable(ctx context.Context, p policy.Pass, st statement.Se
 		sv.blocks = uint32(min(max(blocks, 0), math.MaxUint32))
 		sv.tidRange = version >= 140000
 		var err error
-		if sv.eligible, err = planRows(ctx, tx, st.Estimate, cutoff); err != nil {
+		if sv.eligible, err = planRows(ctx, tx, st.Estimate.SQL, cutoff); err != nil {
 			return fmt.Errorf("estimate eligible rows: %w", err)
 		}
-		if sv.total, err = planRows(ctx, tx, st.Total); err != nil {
+		if sv.total, err = planRows(ctx, tx, st.Total.SQL); err != nil {
 			return fmt.Errorf("estimate rows: %w", err)
 		}
 		return nil

@@ -8,10 +8,10 @@
 */}}
 {{define "archive-batch" -}}
 WITH deleted AS (
-{{.Delete}}
+  {{template "delete" .}}
   RETURNING t.*),
 archived AS (
-  {{.Insert}}
+  {{template "archive-insert" .}}
   RETURNING 1)
 SELECT count(*), max(deleted.{{.Age}}), (SELECT count(*) FROM archived) FROM deleted
 {{- end}}
@@ -21,7 +21,7 @@ WITH deleted AS (
   DELETE FROM {{.Table}} AS t WHERE {{.Predicate}}
   RETURNING t.*),
 archived AS (
-  {{.Insert}}
+  {{template "archive-insert" .}}
   RETURNING 1)
 SELECT count(*), (SELECT count(*) FROM archived) FROM deleted
 {{- end}}
@@ -37,10 +37,10 @@ SELECT count(*), (SELECT count(*) FROM archived) FROM deleted
 */}}
 {{define "archive-heal-batch" -}}
 WITH deleted AS (
-{{.Delete}}
+  {{template "delete" .}}
   RETURNING t.*),
 archived AS (
-  {{.Insert}}
+  {{template "archive-insert" .}}
   ON CONFLICT DO NOTHING
   RETURNING {{.Key}}),
 held AS (
@@ -56,7 +56,7 @@ WITH deleted AS (
   DELETE FROM {{.Table}} AS t WHERE {{.Predicate}}
   RETURNING t.*),
 archived AS (
-  {{.Insert}}
+  {{template "archive-insert" .}}
   ON CONFLICT DO NOTHING
   RETURNING {{.Key}}),
 held AS (
@@ -68,7 +68,7 @@ FROM deleted
 {{- end}}
 
 {{/* The archive's copies of the rows a healing batch met, by key, as rows of the swept table's columns. */}}
-{{define "archive-held"}}SELECT a.{{.Key}}::text, ROW({{.Columns}})::text FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ($1::{{.KeyType}}[]){{end}}
+{{define "archive-held"}}SELECT a.{{.Key}}::text, ROW({{.Columns}})::text FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ({{.Param "held-keys"}}::{{.KeyType}}[]){{end}}
 
 {{/*
   A foreign archive's batch: the insert without RETURNING, which would make postgres_fdw send
@@ -78,10 +78,10 @@ FROM deleted
 */}}
 {{define "archive-keyed-batch" -}}
 WITH deleted AS (
-{{.Delete}}
+  {{template "delete" .}}
   RETURNING t.*),
 archived AS (
-  {{.Insert}})
+  {{template "archive-insert" .}})
 SELECT count(*), max(deleted.{{.Age}}), ARRAY(SELECT deleted.{{.Key}}::text FROM deleted) FROM deleted
 {{- end}}
 
@@ -90,8 +90,8 @@ WITH deleted AS (
   DELETE FROM {{.Table}} AS t WHERE {{.Predicate}}
   RETURNING t.*),
 archived AS (
-  {{.Insert}})
+  {{template "archive-insert" .}})
 SELECT count(*), ARRAY(SELECT deleted.{{.Key}}::text FROM deleted) FROM deleted
 {{- end}}
 
-{{define "archive-count"}}SELECT count(*) FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ($1::{{.KeyType}}[]){{end}}
+{{define "archive-count"}}SELECT count(*) FROM {{.Archive}} AS a WHERE a.{{.Key}} = ANY ({{.Param "deleted-keys"}}::{{.KeyType}}[]){{end}}

@@ -1,80 +1,88 @@
 {{/*
-  A batch statement: its DELETE (index-delete or heap-delete), then what goes along with it.
-  It answers the rows deleted, the newest age among them (where an index-path batch resumes),
-  and the rows each delete_with child lost with them.
+  A batch statement: its DELETE, then what goes along with it. It answers the rows deleted, the
+  newest age among them (where an index-path batch resumes), and the rows each delete_with child
+  lost with them.
 */}}
 {{define "batch" -}}
 WITH deleted AS (
-{{.Delete}}
+  {{template "delete" .}}
   RETURNING t.{{.Age}} AS age{{template "children-returning" .}}){{template "children" .}}
 SELECT count(*), max(age){{template "children-answer" .}} FROM deleted
 {{- end}}
 
+{{/* A batch's DELETE, by its form's shape: the heap path's, a range of ages, or by rows. */}}
+{{define "delete" -}}
+{{if .Heap}}{{template "heap-delete" .}}{{else if .Range}}{{template "index-range-delete" .}}{{else}}{{template "index-delete" .}}{{end}}
+{{- end}}
+
 {{/*
   An index-path batch by rows, where more than a batch of rows share the age a range would start
-  at (a range would be empty): at most $2 rows, the oldest first, picked by ctid from the age index,
-  the predicate standing on the delete target too (a row changed under us is re-checked after
-  the wait and kept if it no longer qualifies). After resumes it at $3, the age the batch
-  starts at; Lock picks FOR UPDATE SKIP LOCKED, skipping held rows.
+  at (a range would be empty): at most a batch of rows, the oldest first, picked by ctid from the
+  age index, the predicate standing on the delete target too (a row changed under us is
+  re-checked after the wait and kept if it no longer qualifies). After resumes it at the age the
+  batch starts at; Lock picks FOR UPDATE SKIP LOCKED, skipping held rows.
 */}}
 {{define "index-delete" -}}
-{{"  "}}DELETE FROM {{.Table}} AS t
+DELETE FROM {{.Table}} AS t
    WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM {{.Table}} AS t WHERE {{.Predicate}}{{if .After}} AND t.{{.Age}} >= $3{{end}} ORDER BY t.{{.Age}} LIMIT $2{{template "locking" .}}))
+           SELECT t.ctid FROM {{.Table}} AS t WHERE {{.Predicate}}{{if .After}} AND t.{{.Age}} >= {{.Param "after"}}{{end}} ORDER BY t.{{.Age}} LIMIT {{.Param "limit"}}{{template "locking" .}}))
      AND {{.Predicate}}
 {{- end}}
 
 {{/*
-  An index-path batch over a range of ages, [$2, $3), or from $2 on for the last range (Bounded
+  An index-path batch over a range of ages, or from an age on for the last range (Bounded
   false): the range's end is the age a batch of rows past its start (index-bound), so it holds at
   most a batch of the pass's rows. The planner sees both ends, and reads the range through a
   bitmap of the age index, in heap order: each page once, where the batch deletes its rows.
-  Lock and Capped (at most the last parameter's rows, for max_rows: rows that reach the range
-  between its bound and its delete are left to the next run) pick first and delete what they picked.
+  Lock and Capped (at most what max_rows leaves: rows that reach the range between its bound and
+  its delete are left to the next run) pick first and delete what they picked.
 */}}
 {{define "index-range-delete" -}}
 {{if or .Lock .Capped -}}
-{{"  "}}DELETE FROM {{.Table}} AS t
-   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM {{.Table}} AS t WHERE {{template "ages" .}} AND {{.Predicate}}{{if .Capped}} LIMIT {{if .Bounded}}$4{{else}}$3{{end}}{{end}}{{template "locking" .}}))
+DELETE FROM {{.Table}} AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM {{.Table}} AS t WHERE {{template "ages" .}} AND {{.Predicate}}{{template "cap" .}}{{template "locking" .}}))
      AND {{.Predicate}}
 {{- else -}}
-{{"  "}}DELETE FROM {{.Table}} AS t WHERE {{template "ages" .}} AND {{.Predicate}}
+DELETE FROM {{.Table}} AS t WHERE {{template "ages" .}} AND {{.Predicate}}
 {{- end}}
 {{- end}}
 
-{{define "ages"}}t.{{.Age}} >= $2{{if .Bounded}} AND t.{{.Age}} < $3{{end}}{{end}}
+{{define "ages"}}t.{{.Age}} >= {{.Param "from"}}{{if .Bounded}} AND t.{{.Age}} < {{.Param "before"}}{{end}}{{end}}
 
 {{/*
-  Where an index-path batch's range of ages ends: the age $2 rows past its start, read from the
-  age index alone (the pass's own condition, without its keep guards, which can only keep more
-  rows), NULL when fewer are left. The first batch's start is the oldest eligible age; a resumed
-  batch starts at $3, where the previous one ended.
+  Where an index-path batch's range of ages ends: the age a batch of rows past its start, read
+  from the age index alone (the pass's own condition, without its keep guards, which can only
+  keep more rows), NULL when fewer are left. The first batch's start is the oldest eligible age;
+  a resumed batch starts where the previous one ended.
 */}}
 {{define "index-bound" -}}
 {{if .After -}}
-SELECT (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} AND t.{{.Age}} >= $3 ORDER BY t.{{.Age}} OFFSET $2 LIMIT 1)
+SELECT (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} AND t.{{.Age}} >= {{.Param "resume"}} ORDER BY t.{{.Age}} OFFSET {{.Param "limit"}} LIMIT 1)
 {{- else -}}
 SELECT (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} LIMIT 1),
-       (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} OFFSET $2 LIMIT 1)
+       (SELECT t.{{.Age}} FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} OFFSET {{.Param "limit"}} LIMIT 1)
 {{- end}}
 {{- end}}
 
 {{/*
-  A heap-path batch over the blocks [$2, $3): plain comparisons on ctid, which PostgreSQL 14 and
-  later plan as a TID Range Scan. Its plain form is the range and the predicate alone; Lock and
-  Capped (at most $4 rows, for max_rows) pick first and delete what they picked.
+  A heap-path batch over a range of blocks, [first, end): plain comparisons on ctid, which
+  PostgreSQL 14 and later plan as a TID Range Scan. Its plain form is the range and the
+  predicate alone; Lock and Capped (at most what max_rows leaves) pick first and delete what
+  they picked.
 */}}
 {{define "heap-delete" -}}
 {{if or .Lock .Capped -}}
-{{"  "}}DELETE FROM {{.Table}} AS t
-   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM {{.Table}} AS t WHERE {{template "blocks"}} AND {{.Predicate}}{{if .Capped}} LIMIT $4{{end}}{{template "locking" .}}))
+DELETE FROM {{.Table}} AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM {{.Table}} AS t WHERE {{template "blocks" .}} AND {{.Predicate}}{{template "cap" .}}{{template "locking" .}}))
      AND {{.Predicate}}
 {{- else -}}
-{{"  "}}DELETE FROM {{.Table}} AS t WHERE {{template "blocks"}} AND {{.Predicate}}
+DELETE FROM {{.Table}} AS t WHERE {{template "blocks" .}} AND {{.Predicate}}
 {{- end}}
 {{- end}}
 
-{{define "blocks"}}t.ctid >= $2 AND t.ctid < $3{{end}}
+{{define "blocks"}}t.ctid >= {{.Param "first-block"}} AND t.ctid < {{.Param "end-block"}}{{end}}
+
+{{define "cap"}}{{if .Capped}} LIMIT {{.Param "left"}}{{end}}{{end}}
 
 {{define "locking"}}{{if .Lock}} FOR UPDATE SKIP LOCKED{{end}}{{end}}
 

@@ -9,6 +9,6 @@ SELECT count(*){{template "children-answer" .}} FROM deleted
 {{/* Mode per-row: lock one eligible key, skipping keys another run holds, and call the function on it. */}}
 {{define "per-row" -}}
 SELECT {{.Function}}(k.key) FROM (
-  SELECT t.{{.Key}} AS key FROM {{.Table}} AS t WHERE {{.Predicate}} ORDER BY t.{{.Age}} LIMIT 1 FOR UPDATE OF t SKIP LOCKED
+  SELECT t.{{.RowKey}} AS key FROM {{.Table}} AS t WHERE {{.Predicate}} ORDER BY t.{{.Age}} LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k
 {{- end}}

@@ -23,8 +23,8 @@
 */}}
 {{define "age-test" -}}
 t.{{.Age}} < {{if .PerSecond}}{{template "epoch-cutoff" .PerSecond}}
-{{- else if eq .Kind "timestamptz"}}$1::timestamptz
-{{- else}}((($1::timestamptz + {{.Interval}}) AT TIME ZONE {{.Zone}}) - {{.Interval}}){{if eq .Kind "date"}}::date{{end}}
+{{- else if eq .Kind "timestamptz"}}{{cutoff}}::timestamptz
+{{- else}}((({{cutoff}}::timestamptz + {{.Interval}}) AT TIME ZONE {{.Zone}}) - {{.Interval}}){{if eq .Kind "date"}}::date{{end}}
 {{- end}}
 {{- end}}
 
@@ -33,7 +33,7 @@ t.{{.Age}} < {{if .PerSecond}}{{template "epoch-cutoff" .PerSecond}}
   second): rounded down, so a row is eligible when its age is a whole unit before the cutoff.
   An integer, which an index on an integer column serves as it serves a bound parameter.
 */}}
-{{define "epoch-cutoff"}}floor(extract(epoch FROM $1::timestamptz){{if ne . 1}} * {{.}}{{end}})::bigint{{end}}
+{{define "epoch-cutoff"}}floor(extract(epoch FROM {{cutoff}}::timestamptz){{if ne . 1}} * {{.}}{{end}})::bigint{{end}}
 
 {{/* A keep guard: no row of its table, aliased g, references the row (and satisfies its where). */}}
 {{define "guard" -}}

@@ -17,9 +17,9 @@ SELECT count(*) FROM {{.Table}} AS t WHERE {{.Predicate}}
 */}}
 {{define "probe" -}}
 {{if .Single -}}
-SELECT t.ctid FROM {{.Table}} AS t WHERE {{.OwnPredicate}} AND $2::int > 0
+SELECT t.ctid FROM {{.Table}} AS t WHERE {{.OwnPredicate}} AND {{.Param "limit"}}::int > 0
 {{- else -}}
-SELECT t.ctid FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} LIMIT $2
+SELECT t.ctid FROM {{.Table}} AS t WHERE {{.OwnPredicate}} ORDER BY t.{{.Age}} LIMIT {{.Param "limit"}}
 {{- end}}
 {{- end}}
 

@@ -18,11 +18,11 @@ SELECT (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + int
 
 -- batch, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
-  DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- batch, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
-  DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- batch, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
@@ -36,7 +36,7 @@ SELECT count(*), max(age) FROM deleted;
 
 -- batch, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
-  DELETE FROM "events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+DELETE FROM "events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- batch retried after a held row lock, skipping held rows, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before

@@ -18,11 +18,11 @@ SELECT (SELECT t."dispatched_at" FROM "outbox_events" AS t WHERE (t.dispatched_a
 
 -- batch, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
-  DELETE FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND t."dispatched_at" < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+DELETE FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND t."dispatched_at" < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
 
 -- batch, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
-  DELETE FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+DELETE FROM "outbox_events" AS t WHERE t."dispatched_at" >= $2 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
 
 -- batch, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
@@ -36,7 +36,7 @@ SELECT count(*), max(age) FROM deleted;
 
 -- batch, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
-  DELETE FROM "outbox_events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
+DELETE FROM "outbox_events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));
 
 -- batch retried after a held row lock, skipping held rows, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before

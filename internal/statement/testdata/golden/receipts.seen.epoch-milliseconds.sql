@@ -18,11 +18,11 @@ SELECT (SELECT t."received_ts" FROM "receipts" AS t WHERE (t.expiry_ts IS NULL O
 
 -- batch, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
-  DELETE FROM "receipts" AS t WHERE t."received_ts" >= $2 AND t."received_ts" < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+DELETE FROM "receipts" AS t WHERE t."received_ts" >= $2 AND t."received_ts" < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
 
 -- batch, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
-  DELETE FROM "receipts" AS t WHERE t."received_ts" >= $2 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+DELETE FROM "receipts" AS t WHERE t."received_ts" >= $2 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
 
 -- batch, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
@@ -36,7 +36,7 @@ SELECT count(*), max(age) FROM deleted;
 
 -- batch, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
-  DELETE FROM "receipts" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
+DELETE FROM "receipts" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));
 
 -- batch retried after a held row lock, skipping held rows, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
