@@ -187,12 +187,30 @@ func ChainText(chain []Edge) string {
 // deleted and updated in each table so far, as two arrays in table order.
 var CascadeStats = render("cascade-stats", nil)
 
-// countNode is one table a dry run's cascade count follows.
+// countNode is one table a dry run's cascade count follows: its rows referencing a deleted row
+// of a node before it, by any of its keys.
 type countNode struct {
-	Name, Table, Columns, Match string
+	Name, Table, Columns string
+	Matches              []countMatch
 	// refs are the referenced columns the keys from this node point at, in the order first met.
 	refs []string
 	oid  uint32
+}
+
+// countMatch is one key onto node From: the rows of x whose Columns hold From's Refs.
+type countMatch struct{ Columns, Refs, From string }
+
+// countRows counts the rows of Table that Matches find.
+type countRows struct {
+	Table   string
+	Matches []countMatch
+}
+
+// countAnswer is one number the count answers: the rows of node Node less those Less counts
+// (a delete_with child's own), or the rows Rows counts, or 0 when both are unset.
+type countAnswer struct {
+	Node       string
+	Rows, Less *countRows
 }
 
 // CascadeCount renders the dry run's count of pass p (its age column of kind k) with the
@@ -222,81 +240,77 @@ func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 	}
 	// parents are, per node, the nodes it references: what must come before it.
 	parents := map[*countNode][]*countNode{}
-	matches := map[*countNode][]string{}
-	childOnly := make([]string, len(p.DeleteWith))
+	childOnly := make([]*countRows, len(p.DeleteWith))
 	for i, c := range p.DeleteWith {
 		n := add(g.Children[i], QuoteName(c.Table))
-		need(nodes[0], []string{cmp.Or(c.References, "id")})
-		m := render("cascade-match", map[string]string{"Columns": "x." + ident(c.Column), "Refs": "p." + ident(cmp.Or(c.References, "id")), "From": "p"})
-		matches[n] = append(matches[n], m)
+		ref := cmp.Or(c.References, "id")
+		need(nodes[0], []string{ref})
+		m := countMatch{Columns: "x." + ident(c.Column), Refs: "p." + ident(ref), From: "p"}
+		n.Matches = append(n.Matches, m)
 		parents[n] = append(parents[n], nodes[0])
-		childOnly[i] = render("cascade-rows", map[string]string{"Table": QuoteName(c.Table), "Match": m})
+		childOnly[i] = &countRows{Table: QuoteName(c.Table), Matches: []countMatch{m}}
 	}
-	updates := map[uint32][]string{}
+	updates := map[uint32]*countRows{}
 	for _, e := range g.Edges {
 		from := byOID[e.ParentOID]
 		if from == nil {
 			return "" // a key from a table no node deletes from: the walk follows only deletes
 		}
 		need(from, e.Refs)
-		m := render("cascade-match", map[string]string{"Columns": ColumnList("x", e.Columns), "Refs": ColumnList(from.Name, e.Refs), "From": from.Name})
+		m := countMatch{Columns: ColumnList("x", e.Columns), Refs: ColumnList(from.Name, e.Refs), From: from.Name}
 		if !e.Deletes() {
-			updates[e.TableOID] = append(updates[e.TableOID], m)
+			u := updates[e.TableOID]
+			if u == nil {
+				u = &countRows{}
+				updates[e.TableOID] = u
+			}
+			u.Table, u.Matches = QuoteName(e.Table), append(u.Matches, m)
 			continue
 		}
 		if e.TableOID == g.Root {
 			return "" // the swept table's own rows, by a key onto itself: a cycle
 		}
 		n := add(e.TableOID, QuoteName(e.Table))
-		matches[n] = append(matches[n], m)
+		n.Matches = append(n.Matches, m)
 		parents[n] = append(parents[n], from)
 	}
 	order, ok := topological(nodes, parents)
 	if !ok {
 		return ""
 	}
-	for _, n := range order {
-		n.Columns = "1"
-		if len(n.refs) > 0 {
-			n.Columns = ColumnList("x", n.refs)
-		}
-		n.Match = strings.Join(matches[n], " OR ")
-	}
 	root := nodes[0]
-	root.Columns = "1"
-	if len(root.refs) > 0 {
-		root.Columns = ColumnList("t", root.refs)
+	root.Columns = columnsOrOne("t", root.refs)
+	for _, n := range order {
+		n.Columns = columnsOrOne("x", n.refs)
 	}
-	answers := []string{render("cascade-node-rows", "p")}
+	answers := []countAnswer{{Node: root.Name}}
 	for i := range p.DeleteWith {
-		answers = append(answers, childOnly[i])
+		answers = append(answers, countAnswer{Rows: childOnly[i]})
 	}
 	for _, oid := range named {
-		deleted := "0"
+		var deleted countAnswer
 		if n, ok := byOID[oid]; ok && n != root {
-			deleted = render("cascade-node-rows", n.Name)
+			deleted.Node = n.Name
 			if i := slices.Index(g.Children, oid); i >= 0 {
-				deleted += " - " + childOnly[i]
+				deleted.Less = childOnly[i]
 			}
 		}
-		updated := "0"
-		if ms := updates[oid]; len(ms) > 0 {
-			table := ""
-			for _, e := range g.Edges {
-				if e.TableOID == oid {
-					table = QuoteName(e.Table)
-				}
-			}
-			updated = render("cascade-rows", map[string]string{"Table": table, "Match": strings.Join(ms, " OR ")})
-		}
-		answers = append(answers, deleted, updated)
+		answers = append(answers, deleted, countAnswer{Rows: updates[oid]})
 	}
 	return render("cascade-count", struct {
 		pass
 		Root    *countNode
 		Nodes   []*countNode
-		Answers []string
+		Answers []countAnswer
 	}{v, root, order, answers})
+}
+
+// columnsOrOne is the columns a node carries, qualified by alias, or 1 for none.
+func columnsOrOne(alias string, columns []string) string {
+	if len(columns) == 0 {
+		return "1"
+	}
+	return ColumnList(alias, columns)
 }
 
 // topological orders the nodes after the first so that each comes after its parents; false

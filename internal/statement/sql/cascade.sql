@@ -7,13 +7,22 @@
 */}}
 {{define "cascade-count" -}}
 WITH p AS MATERIALIZED (SELECT {{.Root.Columns}} FROM {{.Table}} AS t WHERE {{.Predicate}}){{range .Nodes}},
-{{.Name}} AS MATERIALIZED (SELECT {{.Columns}} FROM {{.Table}} AS x WHERE {{.Match}}){{end}}
+{{.Name}} AS MATERIALIZED (SELECT {{.Columns}} FROM {{.Table}} AS x WHERE {{template "cascade-matches" .Matches}}){{end}}
 SELECT {{range $i, $a := .Answers}}{{if $i}},
-       {{end}}{{$a}}{{end}}
+       {{end}}{{template "cascade-answer" $a}}{{end}}
 {{- end}}
 
-{{/* The rows of x that reference a deleted row of node From by one key. */}}
-{{define "cascade-match"}}({{.Columns}}) IN (SELECT {{.Refs}} FROM {{.From}}){{end}}
+{{/* The rows of x that reference a deleted row of a node, by any of its keys onto it. */}}
+{{define "cascade-matches"}}{{range $i, $m := .}}{{if $i}} OR {{end}}({{$m.Columns}}) IN (SELECT {{$m.Refs}} FROM {{$m.From}}){{end}}{{end}}
+
+{{/* One number of the answer: a node's rows (less a delete_with child's own), a table's matching rows, or 0. */}}
+{{define "cascade-answer" -}}
+{{if .Node}}(SELECT count(*) FROM {{.Node}}){{with .Less}} - {{template "cascade-rows" .}}{{end}}
+{{- else if .Rows}}{{template "cascade-rows" .Rows}}
+{{- else}}0{{end}}
+{{- end}}
+
+{{define "cascade-rows"}}(SELECT count(*) FROM {{.Table}} AS x WHERE {{template "cascade-matches" .Matches}}){{end}}
 
 {{/*
   What a batch's transaction lost, per table of the pass's cascades, from its own statistics:
@@ -27,8 +36,3 @@ SELECT coalesce(array_agg(s.deleted ORDER BY s.i), '{}'), coalesce(array_agg(s.u
 FROM (SELECT x.i, sum(pg_stat_get_xact_tuples_deleted(x.o))::bigint AS deleted, sum(pg_stat_get_xact_tuples_updated(x.o))::bigint AS updated
       FROM unnest($1::oid[], $2::int[]) AS x(o, i) GROUP BY x.i) AS s
 {{- end}}
-
-{{/* The rows of a table that match, and the rows of a node, counted for the answer. */}}
-{{define "cascade-rows"}}(SELECT count(*) FROM {{.Table}} AS x WHERE {{.Match}}){{end}}
-
-{{define "cascade-node-rows"}}(SELECT count(*) FROM {{.}}){{end}}
