@@ -1,12 +1,7 @@
 package statement
 
 import (
-	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
@@ -157,52 +152,4 @@ func KindOf(baseType string) Kind {
 		return Calendar
 	}
 	return Instant
-}
-
-// KindsSQL reads the type of each (table, column), a domain read as its base type, as
-// format_type writes it; "" when the table or the column does not exist.
-const KindsSQL = `
-SELECT coalesce((
-  SELECT format_type(CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END, NULL)
-  FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
-  WHERE a.attrelid = to_regclass(x.tbl) AND a.attname = x.col AND a.attnum > 0 AND NOT a.attisdropped), '')
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(tbl, col, i)
-ORDER BY x.i`
-
-// ReadKinds learns the kind of each pass's age column from the catalog, in one query, as the
-// statements will resolve the table (schema-qualified, or on the search_path).
-func ReadKinds(ctx context.Context, pool *pgxpool.Pool, passes []policy.Pass) ([]Kind, error) {
-	tables, columns := make([]string, len(passes)), make([]string, len(passes))
-	for i, p := range passes {
-		tables[i], columns[i] = QuoteName(p.Table), p.AgeColumn
-	}
-	rows, err := pool.Query(ctx, KindsSQL, tables, columns)
-	if err != nil {
-		return nil, fmt.Errorf("read age column types: %w", err)
-	}
-	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read age column types: %w", err)
-	}
-	kinds := make([]Kind, len(passes))
-	for i, p := range passes {
-		kinds[i] = PassKind(p, types[i])
-	}
-	return kinds, nil
-}
-
-// ReadColumns reads the columns of table, in order, as the statements resolve it
-// (schema-qualified, or on the search_path): the list a run's archive statements name.
-func ReadColumns(ctx context.Context, pool *pgxpool.Pool, table string) ([]string, error) {
-	var cols []string
-	err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(a.attname::text ORDER BY a.attnum), '{}')
-FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
-		QuoteName(table)).Scan(&cols)
-	if err != nil {
-		return nil, err
-	}
-	if len(cols) == 0 {
-		return nil, fmt.Errorf("table %q does not exist (or has no columns)", table)
-	}
-	return cols, nil
 }

@@ -17,9 +17,8 @@ import (
 // it at boot by the tables' oids; a run asks again, since the specs may not have been checked and
 // a schema change (a search_path, a table renamed into place) can make two names one table later.
 func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) error {
-	var same bool
-	if err := pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1) = to_regclass($2), false)`,
-		statement.QuoteName(p.Table), statement.QuoteName(p.ArchiveTo)).Scan(&same); err != nil {
+	same, err := statement.SameTable(ctx, pool, p.Table, p.ArchiveTo)
+	if err != nil {
 		return fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
 	}
 	if same {
@@ -46,9 +45,8 @@ func (pr *passRun) prepareArchive() error {
 		return err
 	}
 	st := statement.BuildArchive(pr.p, pr.kind, cols)
-	var foreign bool
-	if err := pr.r.cfg.Pool.QueryRow(ctx, `SELECT coalesce((SELECT relkind = 'f' FROM pg_class WHERE oid = to_regclass($1)), false)`,
-		statement.QuoteName(pr.p.ArchiveTo)).Scan(&foreign); err != nil {
+	foreign, err := statement.IsForeign(ctx, pr.r.cfg.Pool, pr.p.ArchiveTo)
+	if err != nil {
 		return fmt.Errorf("look up archive %q: %w", pr.p.ArchiveTo, err)
 	}
 	if foreign && pr.heal != nil {

@@ -65,12 +65,7 @@ func (e *ArchiveDiffersError) Error() string {
 // prepareHeal reads the swept table's primary key and writes the run's healing statements with
 // it, when it is one column.
 func (pr *passRun) prepareHeal(ctx context.Context, cols []string) error {
-	var key, keyType []string
-	err := pr.r.cfg.Pool.QueryRow(ctx, `
-SELECT coalesce(array_agg(a.attname::text ORDER BY k.i), '{}'), coalesce(array_agg(format_type(a.atttypid, a.atttypmod) ORDER BY k.i), '{}')
-FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(n, i)
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n
-WHERE i.indrelid = to_regclass($1) AND i.indisprimary`, statement.QuoteName(pr.p.Table)).Scan(&key, &keyType)
+	key, keyType, err := statement.ReadPrimaryKey(ctx, pr.r.cfg.Pool, pr.p.Table)
 	if err != nil {
 		return fmt.Errorf("read the primary key of %q: %w", pr.p.Table, err)
 	}

@@ -44,10 +44,7 @@ func (pr *passRun) prepareCascades() error {
 	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
 	defer cancel()
 	oidOf := func(name string) (oid uint32, leaves []uint32, err error) {
-		err = pr.r.cfg.Pool.QueryRow(ctx, `SELECT to_regclass($1)::oid,
-       ARRAY(SELECT t.relid::oid FROM pg_partition_tree(to_regclass($1)) AS t WHERE t.isleaf
-             UNION SELECT c.oid FROM pg_class c WHERE c.oid = to_regclass($1) AND c.relkind <> 'p' ORDER BY 1)`,
-			statement.QuoteName(name)).Scan(&oid, &leaves)
+		oid, leaves, err = statement.ReadLeaves(ctx, pr.r.cfg.Pool, name)
 		if err != nil {
 			return 0, nil, fmt.Errorf("look up table %q: %w", name, err)
 		}
@@ -168,7 +165,7 @@ func (r *Runner) countStatement(ctx context.Context, p policy.Pass, kind stateme
 	}
 	named := make([]uint32, len(p.Cascades))
 	for i, name := range p.Cascades {
-		if err := r.cfg.Pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, statement.QuoteName(name)).Scan(&named[i]); err != nil {
+		if named[i], err = statement.ReadOID(ctx, r.cfg.Pool, name); err != nil {
 			return "", 0, fmt.Errorf("look up table %q: %w", name, err)
 		}
 	}
