@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,11 +12,69 @@ import (
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
+// archiver moves an archiving pass's rows (statement/archive.go): the run's statements that move
+// them, the proof that each batch's rows reached the archive, and the healing of a foreign
+// archive's crash window (archiveproof.go).
+type archiver struct {
+	p   policy.Pass
+	log *slog.Logger
+	// move are the statements that move the rows, for the swept table's columns as this run read
+	// them; move.Count is set for a foreign archive proven by its own count.
+	move statement.Archive
+	// heal are the statements that heal the crash window, for a swept table whose primary key is
+	// the one column key; nil otherwise. healing says the batch running now runs them.
+	heal    *statement.Heal
+	key     string
+	healing bool
+}
+
+// newArchiver refuses an archive that is the swept table, reads the swept table's columns and
+// primary key, and writes the run's archive statements with them: read per run, so that a
+// column added to both tables by a migration is archived from the next run on, without a restart.
+func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind statement.Kind, log *slog.Logger) (*archiver, error) {
+	if err := refuseSelfArchive(ctx, pool, p); err != nil {
+		return nil, err
+	}
+	cols, err := statement.ReadColumns(ctx, pool, p.Table)
+	if err != nil {
+		return nil, err
+	}
+	key, keyType, err := statement.ReadPrimaryKey(ctx, pool, p.Table)
+	if err != nil {
+		return nil, fmt.Errorf("read the primary key of %q: %w", p.Table, err)
+	}
+	a := &archiver{p: p, log: log}
+	if len(key) == 1 {
+		h := statement.BuildHeal(p, kind, cols, key[0], keyType[0])
+		a.heal, a.key = &h, key[0]
+	}
+	a.move = statement.BuildArchive(p, kind, cols)
+	foreign, err := statement.IsForeign(ctx, pool, p.ArchiveTo)
+	if err != nil {
+		return nil, fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
+	}
+	if foreign && a.heal != nil {
+		keyed := statement.BuildForeignArchive(p, kind, cols, key[0], keyType[0])
+		// The count needs SELECT on the foreign table and on its remote one: asked once per run,
+		// for no key, which the remote checks as it would for a batch's. Without it, each batch
+		// is proven by RETURNING, a row at a time.
+		if err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var n int64
+			return tx.QueryRow(ctx, keyed.Count.SQL, keyed.Count.Params.Bind(statement.Args{Keys: []string{}})...).Scan(&n)
+		}); err != nil {
+			log.Info("foreign archive cannot be counted: each batch proves its archive by RETURNING, a row at a time; grant SELECT on it, here and on its remote table",
+				"pass", p.Name, "archive", p.ArchiveTo, "err", err)
+		} else {
+			a.move = keyed
+		}
+	}
+	return a, nil
+}
+
 // refuseSelfArchive fails when pass p's archive_to is its swept table under another spelling
-// (audit_log and public.audit_log). Such a pass deletes each batch's rows and inserts them back:
-// history says deleted and archived, and nothing is ever retained less. The policy check refuses
-// it at boot by the tables' oids; a run asks again, since the specs may not have been checked and
-// a schema change (a search_path, a table renamed into place) can make two names one table later.
+// (audit_log and public.audit_log): each batch would delete its rows and insert them back. The
+// policy check refuses it at boot; a run asks again, since a schema change (a search_path, a
+// table renamed into place) can make two names one table later.
 func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) error {
 	same, err := statement.SameTable(ctx, pool, p.Table, p.ArchiveTo)
 	if err != nil {
@@ -27,51 +86,31 @@ func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) e
 	return nil
 }
 
-// prepareArchive refuses an archive that is the swept table, reads the swept table's columns and
-// writes the run's archive statements with them (statement/archive.go): a list read per run, so
-// that a column added to both tables by a migration is archived from the next run on, without a
-// restart.
-func (pr *passRun) prepareArchive() error {
-	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
-	defer cancel()
-	if err := refuseSelfArchive(ctx, pr.r.cfg.Pool, pr.p); err != nil {
-		return err
+// batch is the batch statements a batch runs now (lock: the locking form), moving the rows.
+func (a *archiver) batch(lock bool) statement.Batch {
+	switch {
+	case a.healing && lock:
+		return a.heal.Locked
+	case a.healing:
+		return a.heal.Unlocked
+	case lock:
+		return a.move.Locked
 	}
-	cols, err := statement.ReadColumns(ctx, pr.r.cfg.Pool, pr.p.Table)
-	if err != nil {
-		return err
+	return a.move.Unlocked
+}
+
+// single is the statement of a single-mode pass, moving the rows.
+func (a *archiver) single() statement.Form {
+	if a.healing {
+		return a.heal.Single
 	}
-	if err := pr.prepareHeal(ctx, cols); err != nil {
-		return err
-	}
-	st := statement.BuildArchive(pr.p, pr.kind, cols)
-	foreign, err := statement.IsForeign(ctx, pr.r.cfg.Pool, pr.p.ArchiveTo)
-	if err != nil {
-		return fmt.Errorf("look up archive %q: %w", pr.p.ArchiveTo, err)
-	}
-	if foreign && pr.heal != nil {
-		keyed := statement.BuildForeignArchive(pr.p, pr.kind, cols, pr.healKey, pr.healKeyType)
-		// The count needs SELECT on the foreign table and on its remote one: asked once per run,
-		// for no key, which the remote checks as it would for a batch's. Without it, each batch
-		// is proven by RETURNING, a row at a time.
-		if err := pgx.BeginTxFunc(ctx, pr.r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			var n int64
-			return tx.QueryRow(ctx, keyed.Count.SQL, []string{}).Scan(&n)
-		}); err != nil {
-			pr.log.Info("foreign archive cannot be counted: each batch proves its archive by RETURNING, a row at a time; grant SELECT on it, here and on its remote table",
-				"pass", pr.p.Name, "archive", pr.p.ArchiveTo, "err", err)
-		} else {
-			st = keyed
-		}
-	}
-	pr.arch = &st
-	return nil
+	return a.move.Single
 }
 
 // archived is how many of batch b's deleted rows it archived: all of them but those a healing
-// batch recovered (proven), or none for a pass without archive_to.
-func (pr *passRun) archived(b batchResult) int64 {
-	if pr.arch == nil {
+// batch recovered, or none for a pass without archive_to (a nil archiver).
+func (a *archiver) archived(b batchResult) int64 {
+	if a == nil {
 		return 0
 	}
 	return b.n - b.recovered

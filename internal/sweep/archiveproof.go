@@ -52,99 +52,79 @@ func (e *ArchiveDiffersError) Error() string {
 		e.Archive, e.Table, strings.Join(keys, ", "))
 }
 
-// A foreign archive's crash window: should the API's database crash between the cold server's
-// commit and its own (postgres_fdw has no two-phase commit), the rows stay in the swept table
-// although the archive holds them, and the next batch meeting them fails with 23505 on the
-// archive's key. The batch is then run once more, healing: its insert skips the rows the archive
-// holds (ON CONFLICT DO NOTHING) and answers them, and before it commits they are compared,
-// whole, with the archive's copies. Identical ones are the crash's: deleted from the swept
-// table with the rest of the batch, and counted as recovered. Any that differ stop the batch
-// (ArchiveDiffersError). Healing needs the swept table's primary key of one column, which the
-// archive must hold as its key too; without one, the 23505 stands.
-
-// prepareHeal reads the swept table's primary key and writes the run's healing statements with
-// it, when it is one column.
-func (pr *passRun) prepareHeal(ctx context.Context, cols []string) error {
-	key, keyType, err := statement.ReadPrimaryKey(ctx, pr.r.cfg.Pool, pr.p.Table)
-	if err != nil {
-		return fmt.Errorf("read the primary key of %q: %w", pr.p.Table, err)
-	}
-	if len(key) != 1 {
-		return nil
-	}
-	h := statement.BuildHeal(pr.p, pr.kind, cols, key[0], keyType[0])
-	pr.heal, pr.healKey, pr.healKeyType = &h, key[0], keyType[0]
-	return nil
-}
-
-// archiveAnswer is where an archiving batch statement's answer goes after the rows deleted (and
-// the newest age): the rows archived, and for a healing batch the rows the archive held.
-func (pr *passRun) archiveAnswer(b *batchResult) []any {
-	switch {
-	case pr.healing:
-		return []any{&b.archived, &b.heldKeys, &b.heldRows}
-	case pr.arch.Count.SQL != "":
-		return []any{&b.keys}
-	}
-	return []any{&b.archived}
-}
+// A foreign archive's crash window: should the API's database crash between the archive's
+// commit and its own (postgres_fdw has no two-phase commit), the next batch meeting those rows
+// fails with 23505 on the archive's key. It then runs once more, healing: the insert skips the
+// rows the archive holds, and they are compared whole with its copies before the commit.
 
 // healed runs the batch once more, healing, when err is the archive refusing a key it holds
-// already; otherwise it returns err.
-func (pr *passRun) healed(err error, again func() error) error {
+// already; otherwise (or for a nil archiver) it returns err.
+func (a *archiver) healed(err error, again func() error) error {
 	var pgErr *pgconn.PgError
-	if err == nil || pr.heal == nil || pr.healing || !errors.As(err, &pgErr) || pgErr.Code != sqlstateUniqueViolation {
+	if err == nil || a == nil || a.heal == nil || a.healing || !errors.As(err, &pgErr) || pgErr.Code != sqlstateUniqueViolation {
 		return err
 	}
-	pr.log.Info("sweep batch met rows its archive holds already: healing", "pass", pr.p.Name, "archive", pr.p.ArchiveTo, "err", err)
-	pr.healing = true
-	defer func() { pr.healing = false }()
+	a.log.Info("sweep batch met rows its archive holds already: healing", "pass", a.p.Name, "archive", a.p.ArchiveTo, "err", err)
+	a.healing = true
+	defer func() { a.healing = false }()
 	return again()
 }
 
-// proven returns b, or the error that rolls it back: an archiving batch must have moved every row
-// it deleted, to the archive now or (healing) in a commit before, identical.
-func (pr *passRun) proven(ctx context.Context, tx pgx.Tx, b batchResult) (batchResult, error) {
-	if pr.arch == nil {
+// prove returns b, or the error that rolls it back: an archiving batch must have moved every row
+// it deleted, to the archive now or (healing) in a commit before, identical. A nil archiver
+// proves nothing.
+func (a *archiver) prove(ctx context.Context, tx pgx.Tx, b batchResult) (batchResult, error) {
+	if a == nil {
 		return b, nil
 	}
-	if pr.arch.Count.SQL != "" && !pr.healing && len(b.keys) > 0 {
+	if a.move.Count.SQL != "" && !a.healing && len(b.keys) > 0 {
 		// The foreign archive's own count of the keys deleted, in this transaction's remote one.
-		if err := tx.QueryRow(ctx, pr.arch.Count.SQL, b.keys).Scan(&b.archived); err != nil {
+		count := a.move.Count
+		if err := tx.QueryRow(ctx, count.SQL, count.Params.Bind(statement.Args{Keys: b.keys})...).Scan(&b.archived); err != nil {
 			return batchResult{}, fmt.Errorf("count the rows the archive took: %w", err)
 		}
 	}
-	if pr.healing && len(b.heldKeys) > 0 {
-		copies := map[string]string{}
-		rows, err := tx.Query(ctx, pr.heal.Held.SQL, b.heldKeys)
-		if err != nil {
-			return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
-		}
-		for rows.Next() {
-			var k, row string
-			if err := rows.Scan(&k, &row); err != nil {
-				rows.Close()
-				return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
-			}
-			copies[k] = row
-		}
-		if err := rows.Err(); err != nil {
-			return batchResult{}, fmt.Errorf("read the archive's copies: %w", err)
-		}
-		var differ []string
-		for i, k := range b.heldKeys {
-			if row, ok := copies[k]; ok && row == b.heldRows[i] {
-				b.recovered++
-			} else {
-				differ = append(differ, k)
-			}
-		}
-		if len(differ) > 0 {
-			return batchResult{}, &ArchiveDiffersError{Archive: pr.p.ArchiveTo, Table: pr.p.Table, Key: pr.healKey, Values: differ}
+	if a.healing && len(b.heldKeys) > 0 {
+		if err := a.recover(ctx, tx, &b); err != nil {
+			return batchResult{}, err
 		}
 	}
 	if b.archived+b.recovered != b.n {
-		return batchResult{}, &ArchiveShortError{Archive: pr.p.ArchiveTo, Deleted: b.n, Archived: b.archived}
+		return batchResult{}, &ArchiveShortError{Archive: a.p.ArchiveTo, Deleted: b.n, Archived: b.archived}
 	}
 	return b, nil
+}
+
+// recover compares the rows a healing batch found in the archive with the archive's copies:
+// identical ones count as recovered; any other is an ArchiveDiffersError.
+func (a *archiver) recover(ctx context.Context, tx pgx.Tx, b *batchResult) error {
+	copies := map[string]string{}
+	held := a.heal.Held
+	rows, err := tx.Query(ctx, held.SQL, held.Params.Bind(statement.Args{Keys: b.heldKeys})...)
+	if err != nil {
+		return fmt.Errorf("read the archive's copies: %w", err)
+	}
+	for rows.Next() {
+		var k, row string
+		if err := rows.Scan(&k, &row); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the archive's copies: %w", err)
+		}
+		copies[k] = row
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the archive's copies: %w", err)
+	}
+	var differ []string
+	for i, k := range b.heldKeys {
+		if row, ok := copies[k]; ok && row == b.heldRows[i] {
+			b.recovered++
+		} else {
+			differ = append(differ, k)
+		}
+	}
+	if len(differ) > 0 {
+		return &ArchiveDiffersError{Archive: a.p.ArchiveTo, Table: a.p.Table, Key: a.key, Values: differ}
+	}
+	return nil
 }

@@ -125,12 +125,12 @@ func (pr *passRun) measure(ctx context.Context, tx pgx.Tx, fn func(context.Conte
 }
 
 // countRows adds a committed batch's rows to the answer and the row metric, per table: n of
-// the pass's own, each child's, and what the cascades deleted, less what the statement deleted
-// from the same table itself.
-func (pr *passRun) countRows(n int64) {
+// the pass's own, each child's (children), and what the cascades deleted, less what the
+// statement deleted from the same table itself.
+func (pr *passRun) countRows(n int64, children []int64) {
 	m := pr.r.cfg.Metrics
 	m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.Table, n)
-	for i, c := range pr.children {
+	for i, c := range children {
 		m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.DeleteWith[i].Table, c)
 	}
 	cc := pr.cascade
@@ -142,7 +142,7 @@ func (pr *passRun) countRows(n int64) {
 		case own == ownSwept:
 			d -= n
 		case own > 0:
-			d -= pr.children[own-1]
+			d -= children[own-1]
 		}
 		pr.out.Cascades[i].Deleted += d
 		pr.out.Cascades[i].Updated += cc.updated[i]

@@ -88,7 +88,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		leaf := *pr
 		leaf.p.Table = unquoteQualified(part.Name)
 		leaf.st = statement.Build(leaf.p, pr.kind)
-		leaf.index = keyset{}
+		leaf.at = position{size: pr.at.size}
 		res, err := leaf.run()
 		total.Deleted += res.Deleted
 		total.Archived += res.Archived

@@ -1,7 +1,6 @@
 package sweep
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -34,154 +32,45 @@ type passRun struct {
 	kind     statement.Kind
 	cutoff   time.Time
 	deadline time.Time
-	opts     Options
 
 	out wire.PassResult
 	// conn is the connection the pass's batches run on, one for the whole pass: released to the
 	// pool (which resets its session) when the pass ends, not after every batch, whose reset
 	// would cost a round trip and the server's time per batch.
 	conn *pgxpool.Conn
-	// arch are the statements that move the rows, for a pass with archive_to; nil otherwise.
-	arch *statement.Archive
-	// heal are the statements that heal the archive's crash window, for an archive pass whose
-	// table has a primary key of one column; healing says a batch runs them.
-	heal                 *statement.Heal
-	healing              bool
-	healKey, healKeyType string
-	// path is the pass's access path, chosen at its start (batched passes) or its mode's.
-	path Path
-	// size is the next batch's size in rows, adapted after each full batch (on the heap path,
-	// the rows its next range is expected to hold); limit is the rows the next batch may delete:
-	// size, or what max_rows leaves when that is less.
-	size, limit int
-	// children are the rows of each delete_with child the last batch deleted.
-	children []int64
+	// arch moves the rows, for a pass with archive_to; nil otherwise.
+	arch *archiver
 	// cascade counts what the schema's ON DELETE keys did, for a pass with cascades; nil otherwise.
 	cascade *cascadeCounter
-	// index is where an index-path pass stands.
-	index keyset
-	// heap is where a heap-path pass stands.
-	heap heapRange
-}
-
-// batchResult is what one batch did.
-type batchResult struct {
-	// n is the rows deleted (or keys processed, per-row).
-	n int64
-	// more is whether the pass may have more to do: a short batch of rows ends the pass without
-	// an extra empty round trip; the heap path ends at its last block.
-	more bool
-	// newest is the newest age an index-path batch deleted: where the next one resumes.
-	newest any
-	// blocks is the length of a heap-path batch's range.
-	blocks uint32
-	// retried says the batch's first attempt met a held row lock and it ran again, locking.
-	retried bool
-	// archived is the rows the archive reported taking, for a pass with archive_to; recovered
-	// the rows a healing batch found there already, identical (archiveheal.go).
-	archived, recovered int64
-	// heldKeys and heldRows are the rows a healing batch found in the archive, as text; keys
-	// the keys a foreign archive's batch deleted, for its count (archiveproof.go).
-	heldKeys, heldRows, keys []string
+	// at is where the pass stands on its access path, and the size of its next batch.
+	at position
 }
 
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the
 // batch cap, a shutdown or a failed batch stops it. The error is the failed batch's.
 func (pr *passRun) run() (wire.PassResult, error) {
 	defer pr.releaseConn()
-	s := pr.r.cfg.Settings
 	pr.out = wire.PassResult{Pass: pr.p.Name, Children: childRows(pr.p.DeleteWith, make([]int64, len(pr.p.DeleteWith)))}
-	pr.children = make([]int64, len(pr.p.DeleteWith))
-	pr.size = firstPositive(pr.opts.BatchSize, pr.p.BatchSize, s.BatchSize)
-	maxBatches := firstPositive(pr.p.MaxBatches, s.MaxBatches)
-	if pr.p.ArchiveTo != "" {
-		if err := pr.prepareArchive(); err != nil {
-			pr.out.StopReason = wire.StopBatchError
-			return pr.out, fmt.Errorf("prepare the archive: %w", err)
-		}
-	}
-	if err := pr.prepareCascades(); err != nil {
-		pr.out.StopReason = wire.StopBatchError
-		return pr.out, fmt.Errorf("read the tables of cascades: %w", err)
-	}
-	if err := pr.choosePath(); err != nil {
+	if err := pr.prepare(); err != nil {
 		pr.out.StopReason = wire.StopBatchError
 		return pr.out, err
 	}
+	maxBatches := firstPositive(pr.p.MaxBatches, pr.r.cfg.Settings.MaxBatches)
 	for {
-		if pr.path == PathHeap && pr.heap.done() {
+		if pr.at.path == PathHeap && pr.at.heap.done() {
 			pr.out.StopReason = wire.StopExhausted
 			return pr.out, nil
 		}
-		// The pause comes before the checks, so a batch never starts after the budget or a
-		// shutdown that the pause ran into. A pause never outlasts the budget: the answer must
-		// still beat the server's write timeout.
-		if pr.out.BatchCount > 0 && s.Pause > 0 {
-			// A wait gives the connection back: others may need it meanwhile.
-			pr.releaseConn()
-			if left := pr.deadline.Sub(pr.r.cfg.Now()); left > 0 {
-				pr.r.cfg.Sleep(pr.ctx, min(s.Pause, left))
-			}
-		}
-		if reason := pr.stop(maxBatches); reason != "" {
+		if reason, err := pr.wait(maxBatches); reason != "" {
 			pr.out.StopReason = reason
-			return pr.out, nil
-		}
-		if err := pr.throttle(); err != nil {
-			pr.out.StopReason = wire.StopBatchError
 			return pr.out, err
 		}
-		// Checked again after a wait: a run that spent its budget waiting stops with budget.
-		if reason := pr.stop(maxBatches); reason != "" {
-			pr.out.StopReason = reason
-			return pr.out, nil
-		}
-		pr.limit = pr.size
-		if pr.p.MaxRows > 0 {
-			// The cap is exact whatever size adaptive sizing reached: the last batch shrinks (a
-			// heap-path batch deletes at most what the cap leaves, whatever its range holds).
-			left := int64(pr.p.MaxRows) - pr.out.Deleted
-			pr.limit = int(min(int64(pr.size), left))
-			if pr.path == PathHeap {
-				pr.limit = int(min(left, math.MaxInt32))
-			}
-		}
-		began := pr.r.cfg.Now()
-		_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.path), pr.limit)
-		b, err := pr.batch()
-		took := pr.r.cfg.Now().Sub(began)
-		deleted, processed := b.n, int64(0)
-		if pr.p.Mode == policy.ModePerRow {
-			deleted, processed = 0, b.n
-		}
-		span.End(trace.Result{Rows: deleted, Processed: processed, Archived: pr.archived(b), Duration: took, Err: err})
-		pr.out.BatchCount++
-		if b.retried {
-			pr.out.LockRetries++
-		}
-		pr.r.cfg.Metrics.Batch(pr.sweep, took)
-		// Each batch's size and duration, at debug level: the metric's histogram only buckets
-		// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
-		pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.path, "size", pr.limit,
-			"blocks", b.blocks, "deleted", deleted, "processed", processed, "archived", pr.archived(b), "took_ms", float64(took.Microseconds())/1000,
-			"retried", b.retried, "failed", err != nil)
+		b, took, err := pr.recordedBatch()
 		if err != nil {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}
-		pr.out.Deleted += deleted
-		pr.out.Processed += processed
-		pr.r.cfg.Metrics.RowsProcessed(pr.sweep, pr.p.Name, pr.p.Table, processed)
-		pr.out.Recovered += b.recovered
-		for i, c := range pr.children {
-			pr.out.Children[i].Rows += c
-		}
-		pr.countRows(deleted)
-		if a := pr.archived(b); a > 0 {
-			pr.out.Archived += a
-			pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
-		}
-		pr.index.advance(b.newest)
+		pr.tally(b)
 		if !b.more {
 			pr.out.StopReason = wire.StopExhausted
 			return pr.out, nil
@@ -190,37 +79,145 @@ func (pr *passRun) run() (wire.PassResult, error) {
 	}
 }
 
+// prepare reads what the pass's batches need before the first: its archive's statements, its
+// cascades' tables, and its access path.
+func (pr *passRun) prepare() error {
+	if pr.p.ArchiveTo != "" {
+		ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
+		arch, err := newArchiver(ctx, pr.r.cfg.Pool, pr.p, pr.kind, pr.log)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("prepare the archive: %w", err)
+		}
+		pr.arch = arch
+	}
+	if err := pr.prepareCascades(); err != nil {
+		return fmt.Errorf("read the tables of cascades: %w", err)
+	}
+	return pr.choosePath()
+}
+
+// wait pauses between batches and waits out the replicas' lag, then says why the pass must not
+// start another batch, or "" to go on; a lag that cannot be read is batch-error, with its error.
+func (pr *passRun) wait(maxBatches int) (wire.StopReason, error) {
+	s := pr.r.cfg.Settings
+	// The pause comes before the checks, so a batch never starts after the budget or a
+	// shutdown that the pause ran into. A pause never outlasts the budget: the answer must
+	// still beat the server's write timeout.
+	if pr.out.BatchCount > 0 && s.Pause > 0 {
+		// A wait gives the connection back: others may need it meanwhile.
+		pr.releaseConn()
+		if left := pr.deadline.Sub(pr.r.cfg.Now()); left > 0 {
+			pr.r.cfg.Sleep(pr.ctx, min(s.Pause, left))
+		}
+	}
+	if reason := pr.stop(maxBatches); reason != "" {
+		return reason, nil
+	}
+	if err := pr.throttle(); err != nil {
+		return wire.StopBatchError, err
+	}
+	// Checked again after a wait: a run that spent its budget waiting stops with budget.
+	return pr.stop(maxBatches), nil
+}
+
+// args are the next batch's arguments: the cutoff, and the rows it may delete, its size or what
+// max_rows leaves when that is less. The cap is exact whatever size adaptive sizing reached: a
+// heap-path batch deletes at most what the cap leaves, whatever its range holds.
+func (pr *passRun) args() statement.Args {
+	limit := pr.at.size
+	if pr.p.MaxRows > 0 {
+		left := int64(pr.p.MaxRows) - pr.out.Deleted
+		limit = int(min(int64(pr.at.size), left))
+		if pr.at.path == PathHeap {
+			limit = int(min(left, math.MaxInt32))
+		}
+	}
+	return statement.Args{Cutoff: pr.cutoff, Limit: limit}
+}
+
+// recordedBatch runs the next batch under its span, and records it: the batch count and its
+// retry, the duration metric, and a debug line.
+func (pr *passRun) recordedBatch() (batchResult, time.Duration, error) {
+	a := pr.args()
+	began := pr.r.cfg.Now()
+	_, span := pr.r.cfg.Tracing.StartBatch(pr.ctx, string(pr.at.path), a.Limit)
+	b, err := pr.batch(a)
+	took := pr.r.cfg.Now().Sub(began)
+	deleted, processed := pr.rows(b)
+	span.End(trace.Result{Rows: deleted, Processed: processed, Archived: pr.arch.archived(b), Duration: took, Err: err})
+	pr.out.BatchCount++
+	if b.retried {
+		pr.out.LockRetries++
+	}
+	pr.r.cfg.Metrics.Batch(pr.sweep, took)
+	// Each batch's size and duration, at debug level: the metric's histogram only buckets
+	// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
+	pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.at.path, "size", a.Limit,
+		"blocks", b.blocks, "deleted", deleted, "processed", processed, "archived", pr.arch.archived(b), "took_ms", float64(took.Microseconds())/1000,
+		"retried", b.retried, "failed", err != nil)
+	return b, took, err
+}
+
+// rows are the rows batch b deleted and the keys it processed: a per-row pass's function
+// processes keys, whatever it does with them.
+func (pr *passRun) rows(b batchResult) (deleted, processed int64) {
+	if pr.p.Mode == policy.ModePerRow {
+		return 0, b.n
+	}
+	return b.n, 0
+}
+
+// tally adds a committed batch to the pass's answer and metrics, and moves its cursor.
+func (pr *passRun) tally(b batchResult) {
+	deleted, processed := pr.rows(b)
+	pr.out.Deleted += deleted
+	pr.out.Processed += processed
+	pr.r.cfg.Metrics.RowsProcessed(pr.sweep, pr.p.Name, pr.p.Table, processed)
+	pr.out.Recovered += b.recovered
+	for i, c := range b.children {
+		pr.out.Children[i].Rows += c
+	}
+	pr.countRows(deleted, b.children)
+	if a := pr.arch.archived(b); a > 0 {
+		pr.out.Archived += a
+		pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
+	}
+	pr.at.index.advance(b.newest)
+}
+
 // choosePath sets the pass's path (Runner.pathOf) and, on the heap path, its first range.
 func (pr *passRun) choosePath() error {
 	path, sv, err := pr.r.pathOf(pr.db, pr.p, pr.st, pr.cutoff)
 	if err != nil {
 		return err
 	}
-	pr.path = path
-	if pr.path == PathHeap {
-		pr.heap = newHeapRange(sv, pr.size)
+	pr.at.path = path
+	if path == PathHeap {
+		pr.at.heap = newHeapRange(sv, pr.at.size)
 		if pr.r.cfg.heapBlocks > 0 {
-			pr.heap.blocks = pr.r.cfg.heapBlocks
+			pr.at.heap.blocks = pr.r.cfg.heapBlocks
 		}
-		pr.size = int(math.Round(float64(pr.heap.blocks) * sv.total / float64(max(sv.blocks, 1))))
+		pr.at.size = int(math.Round(float64(pr.at.heap.blocks) * sv.total / float64(max(sv.blocks, 1))))
 	}
-	pr.out.Path = string(pr.path)
+	pr.out.Path = string(path)
 	return nil
 }
 
 // adapt sizes the next batch after a full one that took took.
 func (pr *passRun) adapt(b batchResult, took time.Duration) {
 	s := pr.r.cfg.Settings
-	if pr.path != PathHeap {
-		pr.size = nextSize(pr.size, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
+	if pr.at.path != PathHeap {
+		pr.at.size = nextSize(pr.at.size, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
 		return
 	}
 	if pr.r.cfg.heapBlocks > 0 {
 		return
 	}
-	pr.heap.adapt(b.n, b.blocks, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
-	if pr.heap.visited > 0 {
-		pr.size = int(math.Round(float64(pr.heap.blocks) * float64(pr.heap.deleted) / float64(pr.heap.visited)))
+	h := &pr.at.heap
+	h.adapt(b.n, b.blocks, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
+	if h.visited > 0 {
+		pr.at.size = int(math.Round(float64(h.blocks) * float64(h.deleted) / float64(h.visited)))
 	}
 }
 
@@ -279,153 +276,6 @@ func (pr *passRun) stop(maxBatches int) wire.StopReason {
 		return wire.StopBatchCap
 	}
 	return ""
-}
-
-// batch runs one batch of the pass. A batch of the heap or index path first runs without row
-// locks under the short rowLockTimeout; if that attempt meets a row another transaction holds, it
-// is rolled back and run once more in the locking form, which skips held rows, under the full
-// lock timeout. Either way the pass goes on.
-func (pr *passRun) batch() (batchResult, error) {
-	switch pr.path {
-	case PathHeap, PathIndex:
-	default:
-		var b batchResult
-		attempt := func() error {
-			return pr.inTx(pr.r.cfg.Settings.LockTimeout, false, func(ctx context.Context, tx pgx.Tx) (err error) {
-				b, err = pr.modeBatch(ctx, tx)
-				return err
-			})
-		}
-		err := pr.healed(attempt(), attempt)
-		return b, err
-	}
-	s := pr.r.cfg.Settings
-	var from, to uint32
-	if pr.path == PathHeap {
-		from, to = pr.heap.take()
-	}
-	attempt := func(lockTimeout time.Duration, lock bool) (b batchResult, err error) {
-		err = pr.inTx(lockTimeout, pr.path == PathIndex, func(ctx context.Context, tx pgx.Tx) (err error) {
-			if pr.path == PathHeap {
-				b, err = pr.heapBatch(ctx, tx, from, to, lock)
-			} else {
-				b, err = pr.indexBatch(ctx, tx, lock)
-			}
-			return err
-		})
-		return b, err
-	}
-	first := min(s.LockTimeout, cmp.Or(pr.r.cfg.rowLockWait, rowLockTimeout))
-	b, err := attempt(first, pr.r.cfg.alwaysLock)
-	if err != nil && !pr.r.cfg.alwaysLock && isRowLockConflict(err) {
-		pr.log.Debug("sweep batch met a held row lock: retrying it, skipping held rows", "pass", pr.p.Name, "err", err)
-		b, err = attempt(s.LockTimeout, true)
-		b.retried = true
-	}
-	retried := b.retried
-	err = pr.healed(err, func() (err error) {
-		b, err = attempt(s.LockTimeout, retried || pr.r.cfg.alwaysLock)
-		return err
-	})
-	b.retried = b.retried || retried
-	return b, err
-}
-
-// batchForm is the batch statements of the form a batch runs (lock: the locking one), moving
-// the rows for a pass that archives.
-func (pr *passRun) batchForm(lock bool) statement.Batch {
-	switch {
-	case pr.healing && lock:
-		return pr.heal.Locked
-	case pr.healing:
-		return pr.heal.Unlocked
-	case pr.arch != nil && lock:
-		return pr.arch.Locked
-	case pr.arch != nil:
-		return pr.arch.Unlocked
-	case lock:
-		return pr.st.Locked
-	}
-	return pr.st.Unlocked
-}
-
-// answer is where a batch statement's answer goes: the rows deleted, the newest age among them,
-// then each delete_with child's rows.
-func (pr *passRun) answer(b *batchResult) []any {
-	dest := []any{&b.n, &b.newest}
-	if pr.arch != nil {
-		return append(dest, pr.archiveAnswer(b)...)
-	}
-	for i := range pr.children {
-		dest = append(dest, &pr.children[i])
-	}
-	return dest
-}
-
-// heapBatch deletes the eligible rows of the blocks [from, to): all of them, or at most limit for
-// a pass with max_rows. The newest age it answers is not a cursor: the range is.
-func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, from, to uint32, lock bool) (b batchResult, err error) {
-	form := pr.batchForm(lock).Heap
-	args := form.Params.Bind(statement.Args{Cutoff: pr.cutoff, FirstBlock: from, EndBlock: to, Limit: pr.limit})
-	b.blocks, b.more = to-from, !pr.heap.done()
-	if !form.Answer.Row {
-		tag, err := tx.Exec(ctx, form.SQL, args...)
-		if err != nil {
-			return batchResult{}, err
-		}
-		b.n = tag.RowsAffected()
-		return b, nil
-	}
-	if err := tx.QueryRow(ctx, form.SQL, args...).Scan(pr.answer(&b)...); err != nil {
-		return batchResult{}, err
-	}
-	b.newest = nil
-	return pr.proven(ctx, tx, b)
-}
-
-// modeBatch runs one batch of a single-mode pass (every eligible row, one statement) or of a
-// per-row pass (one key, its function called).
-func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx) (b batchResult, err error) {
-	if pr.p.Mode == policy.ModeSingle {
-		// An archiving pass has no delete_with (validatePass refuses the two together), so its
-		// statements answer no children's counts.
-		query, dest := pr.st.Single.SQL, []any{&b.n}
-		if pr.arch != nil {
-			query, dest = pr.arch.Single.SQL, append(dest, pr.archiveAnswer(&b)...)
-		}
-		if pr.healing {
-			query = pr.heal.Single.SQL
-		}
-		for i := range pr.children {
-			dest = append(dest, &pr.children[i])
-		}
-		if err := tx.QueryRow(ctx, query, pr.cutoff).Scan(dest...); err != nil {
-			return batchResult{}, err
-		}
-		return pr.proven(ctx, tx, b)
-	}
-	rows, err := tx.Query(ctx, pr.st.PerRow.SQL, pr.cutoff)
-	if err != nil {
-		return b, err
-	}
-	defer rows.Close()
-	var processed int64
-	for rows.Next() {
-		processed++
-		var v any
-		if err := rows.Scan(&v); err != nil {
-			return batchResult{}, err
-		}
-		// A function answering false did nothing (another caller got there first).
-		if ok, isBool := v.(bool); !isBool || ok {
-			b.n++
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return batchResult{}, err
-	}
-	b.more = processed > 0
-	return b, nil
 }
 
 // nextSize moves the batch size toward the size that would have taken target, at most doubling or

@@ -69,6 +69,16 @@ func heapShare(correlation float64) float64 {
 // behind it.
 const rowLockTimeout = 50 * time.Millisecond
 
+// position is where a batched pass stands on its access path, and the size of its next batch:
+// in rows, adapted after each full batch (on the heap path, the rows its next range is expected
+// to hold).
+type position struct {
+	path  Path
+	size  int
+	index keyset
+	heap  heapRange
+}
+
 // survey is what a batched pass's path is chosen from, read at the pass's start.
 type survey struct {
 	// kind is the table's relkind ('r' a plain table, 'p' partitioned, …).

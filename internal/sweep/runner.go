@@ -272,7 +272,8 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		passCtx, passSpan := r.cfg.Tracing.StartPass(ctx, p.Name)
 		pr := &passRun{
 			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: sts[i], kind: kinds[i],
-			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline), opts: opts,
+			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline),
+			at: position{size: firstPositive(opts.BatchSize, p.BatchSize, r.cfg.Settings.BatchSize)},
 		}
 		run := pr.run
 		if p.Mode == policy.ModePartitions {
