@@ -11,13 +11,9 @@ import (
 )
 
 // inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
-// and commits it. ordered prices out sorts and sequential scans in the transaction, for the index
-// path: its bound then reads the age index in order, a batch of entries, as the policy check's
-// index verdict plans it, and its range of ages is read through the index (a bitmap, in heap
-// order), never the whole table. Left to its estimates the planner may read every remaining
-// eligible row and sort them for a LIMIT, and every batch re-reads what is left of the backlog
-// (measured in docs/BENCHMARKS.md on a 1% backlog scattered over 5M rows, where a redundant
-// `read_at IS NOT NULL` made it guess 20 times too few rows).
+// and commits it. ordered prices out sorts and sequential scans, for the index path: left to its
+// estimates the planner may read and sort every remaining eligible row for a LIMIT, each batch
+// (docs/BENCHMARKS.md measured it on a 1% backlog scattered over 5M rows).
 func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	s := pr.r.cfg.Settings
 	// The client-side timeout is a backstop for a connection that stops answering; the server's

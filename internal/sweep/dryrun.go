@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sweeprail/sweeprail/internal/explain"
@@ -95,26 +94,9 @@ func isQueryCanceled(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled
 }
 
-// count runs a dry run's count query, which answers n numbers: the eligible rows, then the
-// rows of each of the pass's children that would go with them, then its cascades'.
-func (r *Runner) count(ctx context.Context, query string, cutoff any, n int) ([]int64, error) {
-	counts := make([]int64, n)
-	dest := make([]any, len(counts))
-	for i := range counts {
-		dest[i] = &counts[i]
-	}
-	err := pgx.BeginTxFunc(ctx, r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := (statement.Timeouts{Statement: r.cfg.Settings.CountTimeout}).Set(ctx, tx); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, query, cutoff).Scan(dest...)
-	})
-	return counts, err
-}
-
 // plan asks the planner twice: as it stands, for the estimate of the eligible rows; and with
 // sequential scans and sorts priced out, for whether an index serves the batch select at all
-// (ageIndexServes). The second answer is the policy check's, and does not depend on the table's
+// (explain.IndexServes). The second answer is the policy check's, and does not depend on the table's
 // size, so the two never disagree.
 func (r *Runner) plan(ctx context.Context, p policy.Pass, st statement.Set, cutoff any) (estimate int64, indexed bool, err error) {
 	raw, err := explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, false, st.Estimate.SQL, cutoff)

@@ -12,13 +12,9 @@ const floorShare = 0.25
 // and the pass ends at end, the table's size when the pass started.
 type heapRange struct {
 	next, end, blocks uint32
-	// floor is the eligible rows per block the sizing assumes at least, so that a stretch of
-	// blocks without eligible rows cannot grow a range far past MaxBatchSize rows should the
-	// next blocks be dense: half the planner's share, and at least half floorShare, of the
-	// table's rows per block. (Below a quarter of the table the heap path is taken only where
-	// the age is mostly scattered, so the eligible rows are spread evenly; a dense stretch after
-	// an empty one is an ordered layout's, at HeapShareOrdered or more.) A range then holds at
-	// most 2 / max(share, floorShare) times MaxBatchSize rows, 8 times at worst, once.
+	// floor is the eligible rows per block the sizing assumes at least (half the planner's
+	// share, at least half floorShare, of the rows per block), so that empty blocks cannot grow
+	// a range far past MaxBatchSize rows should the next ones be dense: at most 8 times, once.
 	floor float64
 	// visited and deleted are the pass's blocks and rows so far: the observed density.
 	visited uint64

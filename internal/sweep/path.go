@@ -36,17 +36,11 @@ const (
 	PathPartitions Path = "partitions"
 )
 
-// The eligible share of a table (the planner's estimate of the eligible rows over its estimate of
-// all rows) from which a batched pass takes the heap path depends on how the age column follows
-// the heap, which the planner's statistics say (pg_stats.correlation). Where the age follows the
-// heap (|correlation| 1: an append-mostly table), the index path reads the heap in file order too
-// (each batch a range of ages, read as a bitmap in heap order) and stays cheap per row, and the
-// heap path, which reads every block, wins only from about half the table; where the age is scattered over the heap (correlation 0: a status-like or
-// updated-in-place age), every row the index path deletes is a random page, and the heap path
-// wins from 2%. Both ends are measured, not guessed: docs/bench/crossover.md,
-// written by `make bench RUNS=crossover`, swept the share with both paths forced, side by side in the same rounds. Between
-// them the threshold moves with the correlation's square, as the planner moves an index scan's
-// cost between its random and its sequential bound.
+// The eligible share from which a batched pass takes the heap path depends on how the age follows
+// the heap (pg_stats.correlation): in heap order the index path reads pages in file order too and
+// the heap path wins only from about half the table; scattered, each row is a random page and the
+// heap path wins from 2% (both measured: docs/bench/crossover.md). Between them the threshold
+// moves with the correlation's square, as the planner's index scan cost does.
 const (
 	// HeapShareOrdered is the threshold at |correlation| 1.
 	HeapShareOrdered = 0.55

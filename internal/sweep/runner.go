@@ -201,36 +201,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	// Database work is detached from ctx: shutdown is honoured between batches, and cutting a
 	// statement would only roll back work that the statement timeout already bounds.
 	db := context.WithoutCancel(ctx)
-
-	defer func() {
-		end := r.cfg.Now()
-		res.DurationMs = end.Sub(start).Milliseconds()
-		err := r.record(db, log, func(ctx context.Context) error {
-			return r.cfg.History.Finish(ctx, res, opts.RequestID, passTables(spec))
-		})
-		if we := (*history.WriteError)(nil); errors.As(err, &we) {
-			// The run's end is missing from the history: the answer, /metrics and GET
-			// /internal/runs say so, where a log line alone went unread.
-			res.HistoryError = errorInfo(we.Err, "")
-			r.cfg.History.Unrecorded(res, end, we.Err)
-			r.cfg.Metrics.HistoryFailure(name)
-		}
-		_ = r.record(db, log, func(ctx context.Context) error {
-			n, err := r.cfg.History.Prune(ctx)
-			if n > 0 {
-				log.Debug("pruned run history", "runs", n)
-			}
-			return err
-		})
-		outcome := string(res.StopReason)
-		if res.Skipped {
-			outcome = wire.OutcomeSkipped
-		}
-		r.cfg.Metrics.Run(name, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
-		span.End(trace.Result{Rows: res.Deleted, Processed: res.Processed, Archived: res.Archived, Duration: end.Sub(start), StopReason: outcome})
-		log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted, "processed", res.Processed,
-			"archived", res.Archived, "batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
-	}()
+	defer r.finish(db, log, spec, res, opts, start, span)
 
 	acquireCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
 	l, err := lease.Acquire(acquireCtx, r.cfg.Pool, name, r.LeaseTTL())
@@ -245,15 +216,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	}
 	// A failed start is healed by the end, which writes the whole row when it is missing.
 	_ = r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
-	defer func() {
-		releaseCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
-		defer cancel()
-		if released, err := lease.Release(releaseCtx, r.cfg.Pool, l); err != nil {
-			log.Error("release lease", "err", err)
-		} else if !released {
-			log.Warn("lease was gone at release: the run outlived its TTL or it was cleared by hand", "ttl", r.LeaseTTL())
-		}
-	}()
+	defer r.release(db, log, l)
 
 	// The lease's locked_at is the database's now() at the start of the run: no extra query.
 	ref, err := r.referenceTime(db, func(context.Context) (time.Time, error) { return l.LockedAt, nil })
@@ -269,40 +232,12 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	}
 	res.StopReason = wire.StopExhausted
 	for i, p := range spec.Passes {
-		passCtx, passSpan := r.cfg.Tracing.StartPass(ctx, p.Name)
 		pr := &passRun{
-			r: r, ctx: passCtx, db: db, log: log, sweep: name, p: p, st: sts[i], kind: kinds[i],
+			r: r, db: db, log: log, sweep: name, p: p, st: sts[i], kind: kinds[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline),
 			at: position{size: firstPositive(opts.BatchSize, p.BatchSize, r.cfg.Settings.BatchSize)},
 		}
-		run := pr.run
-		if p.Mode == policy.ModePartitions {
-			run = pr.runPartitions
-		}
-		began := r.cfg.Now()
-		out, perr := run()
-		took := r.cfg.Now().Sub(began)
-		out.DurationMs = took.Milliseconds()
-		out.Cutoff, out.CutoffEpoch, out.AgeUnit = cutoffOf(pr.cutoff, kinds[i], p)
-		passSpan.End(trace.Result{Rows: out.Deleted, Processed: out.Processed, Archived: out.Archived, Duration: took,
-			StopReason: string(out.StopReason), Err: perr})
-		res.Passes = append(res.Passes, out)
-		res.Deleted += out.Deleted
-		res.Processed += out.Processed
-		res.Archived += out.Archived
-		res.PartitionsDropped += out.PartitionsDropped
-		res.ThrottledMs += out.ThrottledMs
-		res.BatchCount += out.BatchCount
-		if out.StopReason.Severity() > res.StopReason.Severity() {
-			res.StopReason = out.StopReason
-		}
-		res.Truncated = res.Truncated || out.StopReason.Truncates()
-		if perr != nil {
-			log.Error("batch failed", "pass", p.Name, "err", perr)
-			if res.Error == nil {
-				res.Error = errorInfo(perr, p.Name)
-			}
-		}
+		perr := r.runPass(ctx, pr, res)
 		// The standbys' lag is the run's, not the pass's: the passes after a failed read would
 		// delete against the same standbys, so they do not start.
 		var lagErr *lagError
@@ -311,6 +246,101 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		}
 	}
 	return res, nil
+}
+
+// runPass runs pass pr under its span and adds its answer to res; the error is the pass's.
+func (r *Runner) runPass(ctx context.Context, pr *passRun, res *wire.Result) error {
+	passCtx, passSpan := r.cfg.Tracing.StartPass(ctx, pr.p.Name)
+	pr.ctx = passCtx
+	run := pr.run
+	if pr.p.Mode == policy.ModePartitions {
+		run = pr.runPartitions
+	}
+	began := r.cfg.Now()
+	out, perr := run()
+	took := r.cfg.Now().Sub(began)
+	out.DurationMs = took.Milliseconds()
+	out.Cutoff, out.CutoffEpoch, out.AgeUnit = cutoffOf(pr.cutoff, pr.kind, pr.p)
+	passSpan.End(trace.Result{Rows: out.Deleted, Processed: out.Processed, Archived: out.Archived, Duration: took,
+		StopReason: string(out.StopReason), Err: perr})
+	res.Passes = append(res.Passes, out)
+	res.Deleted += out.Deleted
+	res.Processed += out.Processed
+	res.Archived += out.Archived
+	res.PartitionsDropped += out.PartitionsDropped
+	res.ThrottledMs += out.ThrottledMs
+	res.BatchCount += out.BatchCount
+	if out.StopReason.Severity() > res.StopReason.Severity() {
+		res.StopReason = out.StopReason
+	}
+	res.Truncated = res.Truncated || out.StopReason.Truncates()
+	if perr != nil {
+		pr.log.Error("batch failed", "pass", pr.p.Name, "err", perr)
+		if res.Error == nil {
+			res.Error = errorInfo(perr, pr.p.Name)
+		}
+	}
+	return perr
+}
+
+// release gives the run's lease back, saying so when it was gone already.
+func (r *Runner) release(db context.Context, log *slog.Logger, l *lease.Lease) {
+	ctx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	if released, err := lease.Release(ctx, r.cfg.Pool, l); err != nil {
+		log.Error("release lease", "err", err)
+	} else if !released {
+		log.Warn("lease was gone at release: the run outlived its TTL or it was cleared by hand", "ttl", r.LeaseTTL())
+	}
+}
+
+// finish ends run res, which started at start: its history row (and the history's pruning),
+// its metrics, its span and its log line.
+func (r *Runner) finish(db context.Context, log *slog.Logger, spec *policy.Spec, res *wire.Result, opts Options, start time.Time, span *trace.Span) {
+	end := r.cfg.Now()
+	res.DurationMs = end.Sub(start).Milliseconds()
+	err := r.record(db, log, func(ctx context.Context) error {
+		return r.cfg.History.Finish(ctx, res, opts.RequestID, passTables(spec))
+	})
+	if we := (*history.WriteError)(nil); errors.As(err, &we) {
+		// The run's end is missing from the history: the answer, /metrics and GET
+		// /internal/runs say so, where a log line alone went unread.
+		res.HistoryError = errorInfo(we.Err, "")
+		r.cfg.History.Unrecorded(res, end, we.Err)
+		r.cfg.Metrics.HistoryFailure(res.Sweep)
+	}
+	_ = r.record(db, log, func(ctx context.Context) error {
+		n, err := r.cfg.History.Prune(ctx)
+		if n > 0 {
+			log.Debug("pruned run history", "runs", n)
+		}
+		return err
+	})
+	outcome := string(res.StopReason)
+	if res.Skipped {
+		outcome = wire.OutcomeSkipped
+	}
+	r.cfg.Metrics.Run(res.Sweep, outcome, end.Sub(start), !res.Skipped && !res.Failed(), end)
+	span.End(trace.Result{Rows: res.Deleted, Processed: res.Processed, Archived: res.Archived, Duration: end.Sub(start), StopReason: outcome})
+	log.Info("sweep run", "stop_reason", res.StopReason, "skipped", res.Skipped, "deleted", res.Deleted, "processed", res.Processed,
+		"archived", res.Archived, "batches", res.BatchCount, "truncated", res.Truncated, "duration_ms", res.DurationMs)
+}
+
+// statementsFor returns the statements of each pass of sweep name for its age column's type as
+// the catalog has it now, and that type.
+func (r *Runner) statementsFor(ctx context.Context, name string) ([]statement.Set, []statement.Kind, error) {
+	spec := r.byName[name]
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Settings.StatementTimeout)
+	defer cancel()
+	kinds, err := statement.ReadKinds(ctx, r.cfg.Pool, spec.Passes)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]statement.Set, len(spec.Passes))
+	for i, k := range kinds {
+		out[i] = r.stmts[name][i][k]
+	}
+	return out, kinds, nil
 }
 
 // passTables maps each pass of spec to its table, whose size the history keeps with the pass.

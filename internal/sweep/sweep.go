@@ -5,14 +5,22 @@
 //
 // Where things are:
 //
-//	runner.go       Runner, Config and Run: the lease, the reference time, the passes in order
-//	pass.go         one pass of one run: the batch loop, adaptive sizes, one batch's transaction
-//	                (no row locks; retried once in the locking form on a held row)
-//	path.go         the access paths, the survey they are chosen from, per pass and run
-//	heaprange.go    the heap path's block ranges
-//	partitions.go   mode partitions: detach and drop, then the boundary's batches
-//	archive.go      archive_to's run-time refusal of the swept table as its own archive
-//	dryrun.go       DryRun: counts, estimates and the index verdict, writing nothing
+//	runner.go          Runner, Config and Run: the lease, the reference time, the passes in order
+//	pass.go            one pass of one run: the batch loop, adaptive sizes, the replica throttle
+//	batch.go           one batch: its form (a statement.Form), its arguments, its batchResult;
+//	                   no row locks first, retried once in the locking form on a held row
+//	batchtx.go         one batch's transaction, on the pass's connection
+//	indexbatch.go      the index path's batch: a range of ages from the cursor
+//	path.go            the access paths, the survey they are chosen from, per pass and run
+//	heaprange.go       the heap path's block ranges, and the index path's cursor
+//	archive.go         archive_to: the archiver, its statements for the run
+//	archiveproof.go    the archiver's proof of each batch, and its healing of the crash window
+//	cascadestats.go    a run's count of what cascades did, from the transaction's statistics
+//	deletewith.go      delete_with children's rows in an answer
+//	partitions.go      mode partitions: detach and drop, then the boundary's batches
+//	dryrun.go          DryRun: counts, estimates and the index verdict, writing nothing
+//	dryruncount.go     the dry run's count statement, cascades included, and its rows
+//	dryruntriggers.go  the dry run's list of DELETE triggers
 //
 // The answers the API serves are the types of package wire.
 package sweep

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -34,9 +33,9 @@ const (
 	ownSwept = 0
 )
 
-// prepareCascades reads the leaf partitions of each table of the pass's cascades, once per run
-// (a partition attached since the last run is counted from this one on): a partitioned table
-// keeps no statistics of its own. A table outside any partition tree is its own leaf.
+// prepareCascades reads the leaf partitions of each table of the pass's cascades
+// (statement.ReadLeaves), once per run: a partition attached since the last run is counted from
+// this one on.
 func (pr *passRun) prepareCascades() error {
 	if len(pr.p.Cascades) == 0 {
 		return nil
@@ -149,52 +148,4 @@ func (pr *passRun) countRows(n int64, children []int64) {
 		m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.Cascades[i], d)
 	}
 	cc.deleted, cc.updated = nil, nil
-}
-
-// countStatement is the dry run's count of pass p: st.Count, or for a pass with cascades the
-// count that follows its keys too (statement.CascadeCount), answering a deleted and an updated
-// count for each of its cascades tables; cascades is how many, 0 when the keys form a cycle the
-// count cannot follow (st.Count then).
-func (r *Runner) countStatement(ctx context.Context, p policy.Pass, kind statement.Kind, st statement.Set) (query string, cascades int, err error) {
-	if len(p.Cascades) == 0 {
-		return st.Count.SQL, 0, nil
-	}
-	g, err := statement.ReadCascades(ctx, r.cfg.Pool, p)
-	if err != nil {
-		return "", 0, err
-	}
-	named := make([]uint32, len(p.Cascades))
-	for i, name := range p.Cascades {
-		if named[i], err = statement.ReadOID(ctx, r.cfg.Pool, name); err != nil {
-			return "", 0, fmt.Errorf("look up table %q: %w", name, err)
-		}
-	}
-	q := statement.CascadeCount(p, kind, g, named)
-	if q == "" {
-		return st.Count.SQL, 0, nil
-	}
-	return q, len(p.Cascades), nil
-}
-
-// cascadeRows pairs each table of a pass's cascades with its deleted and updated counts; nil
-// for a pass without cascades.
-func cascadeRows(tables []string, counts []int64) []wire.CascadeRows {
-	if len(tables) == 0 || len(counts) < 2*len(tables) {
-		return nil
-	}
-	out := make([]wire.CascadeRows, len(tables))
-	for i, t := range tables {
-		out[i] = wire.CascadeRows{Table: t, Deleted: counts[2*i], Updated: counts[2*i+1]}
-	}
-	return out
-}
-
-// deleteTriggers lists the user DELETE triggers of the tables pass p's statement deletes from,
-// for the dry run to show.
-func (r *Runner) deleteTriggers(ctx context.Context, p policy.Pass) ([]string, error) {
-	tables := []string{p.Table}
-	for _, c := range p.DeleteWith {
-		tables = append(tables, c.Table)
-	}
-	return statement.ReadDeleteTriggers(ctx, r.cfg.Pool, tables)
 }
