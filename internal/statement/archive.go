@@ -12,38 +12,11 @@ import (
 //	     archived AS (INSERT INTO <archive> (c1, …, cn) OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
 //	SELECT count(*), max(deleted.<age>) FROM deleted
 //
-// so that a row is deleted exactly when it is archived: one statement, one transaction. The
-// batch keeps everything a plain batch has (its access path and forms, the predicate
-// standing on the delete target, the keyset cursor: the statement still answers the count and
-// the newest age it deleted).
-//
-// The column list. The INSERT names its target columns, c1 … cn: the swept table's columns in
-// their order, read from the catalog at the start of each run (ReadColumns), and checked
-// against the archive by the policy check (check.Policy: every one exists in the archive by name
-// and accepts the swept column's type). The rows come from deleted.*, which the server expands
-// to the swept table's columns in the same order. Naming the targets maps each value to the
-// archive column of the same name, whatever the archive's own column order (it may have more
-// columns, such as an archived_at with a default). Taking the values as deleted.* rather than
-// naming them too is what makes a schema change between the read and a batch fail instead of
-// losing data: a column added to the swept table after the run read its list makes deleted.*
-// one value longer than the list, and the server refuses the statement ("INSERT has more
-// expressions than target columns") before anything is deleted; a dropped one makes it shorter,
-// refused the same way. The next run reads the new list (the archive must then have the new
-// column, or the batch fails naming it). OVERRIDING SYSTEM VALUE keeps the swept rows' own
-// values in an archive whose columns are GENERATED ALWAYS AS IDENTITY (CREATE TABLE … (LIKE …
-// INCLUDING ALL) makes one); it changes nothing for other columns.
-//
-// A foreign archive (postgres_fdw) takes part in the same transaction: its remote transaction
-// commits at the local commit, just before it. A batch whose archive server is down, or goes
-// down before that commit, fails and rolls back on both sides. What one statement cannot close is
-// the moment between the remote commit and the local one (postgres_fdw has no two-phase commit):
-// should the API's database crash there, or the remote's answer to its COMMIT be lost, the rows
-// stay in the swept table although the archive holds them, and the next run would archive them
-// again. An archive with the swept table's primary key refuses that second copy (SQLSTATE
-// 23505) instead of keeping it, and the batch heals (BuildHeal, package sweep's archiveproof.go):
-// run again skipping the rows the archive holds, which are compared with its copies. Batches of an
-// archiving pass commit synchronously: with synchronous_commit off, a crash could lose a local
-// commit after the remote one was durable, undoing the delete of rows the archive keeps.
+// so a row is deleted exactly when it is archived. The INSERT names the swept table's columns as
+// the run read them (ReadColumns) and takes deleted.*: a column added or dropped since makes the
+// two lists differ in length, and the server refuses the statement before anything is deleted.
+// A foreign archive commits just before the local transaction; the crash window between the
+// two is healed by BuildHeal's statements (package sweep, archiveproof.go).
 
 // Archive is the statements of an archiving pass for one run: they name the swept table's
 // columns as the run read them.

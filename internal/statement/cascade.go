@@ -14,13 +14,9 @@ import (
 )
 
 // Cascades: the schema's own ON DELETE CASCADE, SET NULL and SET DEFAULT keys change other
-// tables when a pass deletes, in the batch's transaction, at the end of its statement. The graph
-// of those keys is read from the catalog (ReadCascades), starting at the tables a pass's
-// statement deletes from (its table and its delete_with children) and following each CASCADE to
-// the table it deletes from in turn; SET NULL and SET DEFAULT change rows without deleting them,
-// so the walk stops there. The policy check refuses a pass whose graph reaches a table the pass
-// does not name in cascades; the dry run counts what each one would lose (CascadeCount); a run
-// counts what each one lost from the transaction's own statistics (package sweep).
+// tables when a pass deletes. ReadCascades walks them from the tables a pass deletes from,
+// following each CASCADE; the policy check refuses a graph reaching a table cascades does not
+// name, and the dry run counts what each would lose (CascadeCount).
 
 // Edge is one foreign key whose ON DELETE action changes the referencing rows when a row it
 // references is deleted.

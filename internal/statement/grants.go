@@ -13,19 +13,16 @@ import (
 
 // Grants returns the least privileges the statements of specs need, as GRANT statements to role,
 // one per object, in a stable order:
-//   - a swept table: SELECT and DELETE, and UPDATE, which the row locks of a retried batch's
-//     locking form (FOR UPDATE SKIP LOCKED) and of a per-row pick require;
-//   - a keep guard's table: SELECT;
-//   - an archive_to table: INSERT (api policy check reads one row of a foreign archive, and
-//     learns more about its remote table with SELECT too, but does not need it);
-//   - a delete_with child's table: SELECT (its lookup) and DELETE;
-//   - a per-row function: EXECUTE (what the function itself writes is its owner's affair when it
-//     is SECURITY DEFINER, else the role's too: the comment says so);
-//   - every schema named: USAGE.
 //
-// A partitions-mode pass also needs to detach and drop its table's partitions, which no GRANT
-// gives: a comment line says so, and the caller prints the drop function that does it for the
-// role (partition.DefinerSQL).
+//	swept table          SELECT, UPDATE (the row locks of FOR UPDATE SKIP LOCKED), DELETE
+//	keep guard's table   SELECT
+//	archive_to table     INSERT
+//	delete_with child    SELECT, DELETE
+//	per-row function     EXECUTE (with a comment: what it writes, unless SECURITY DEFINER)
+//	every schema named   USAGE
+//
+// A partitions-mode pass's detach and drop need the owner, which no GRANT gives: a comment line
+// says so (partition.DefinerSQL does it for the role).
 func Grants(specs []policy.Spec, role string) []string {
 	r := pgx.Identifier{role}.Sanitize()
 	tables := map[string]map[string]bool{}

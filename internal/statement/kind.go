@@ -6,33 +6,12 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
-// The age test, `t.<age_column> < <cutoff>`, and what the cutoff is for each type of age column.
-//
-// Every statement binds $1 as a timestamptz: the cutoff instant, the run's reference time (the
-// database's now() when the run began) minus the pass's retention. A timestamptz column is
-// compared with that instant. A date or a timestamp without time zone holds no instant, only a
-// calendar day or a wall-clock reading, so the pass's time_zone says whose calendar and clock:
-// the cutoff is then the reference time's wall clock in that zone minus the retention, in
-// wall-clock arithmetic (1d is 24 wall-clock hours, across a daylight-saving change too), and for a
-// date column that wall-clock cutoff's date. With retention 1d, a date column keeps today and
-// yesterday of that zone, whatever the hour, and a day's rows go when its day after next begins.
-//
-// The SQL differs by column type, and a Runner is built without a database, so the type is
-// learned from the catalog at the start of each run and dry run (one query for all the passes of
-// the sweep: a column migrated from timestamp to timestamptz under a running server is compared
-// correctly from the next run on), and the policy check learns it with the rest of the columns.
-// One expression for all three types cannot exist: a timestamptz column must be compared with an
-// instant and a date column with a date (compared with a timestamp, the cross-type operator reads
-// the date as its midnight, a day off), and a bare $1 whose type the planner infers from the
-// column cannot also be the timestamptz that :cutoff names in a condition (the planner refuses a
-// parameter used as two types). Every comparison is between an age column and an expression of
-// stable functions of $1, so an index on the age column serves it as it serves t.<age> < $1.
-//
-// An integer or numeric column holding Unix time (a pass's age_unit) is compared with the cutoff
-// instant in the column's unit, floor(extract(epoch FROM $1) * <per second>)::bigint: exact
-// (extract answers a numeric), worked out once per statement, and an integer, so that the btree
-// index on the column serves it (a numeric column reads it as a numeric). A :cutoff in the pass's
-// conditions is that integer too, so a condition compares with the age column as written.
+// The age test, t.<age_column> < <cutoff>. Every statement binds $1 as a timestamptz, the
+// cutoff instant (the run's reference time minus the retention), and each kind of age column
+// compares with it as its type must (sql/predicate.sql): a timestamptz with the instant, a
+// timestamp or a date with the wall clock of the pass's time_zone, a number of Unix time
+// (age_unit) with the instant in its unit. The type is read from the catalog at each run
+// (ReadKinds), so a column migrated under a running server is compared right from the next run.
 
 // Kind is how an age column compares with the cutoff.
 type Kind int

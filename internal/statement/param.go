@@ -17,16 +17,25 @@ type Param int
 // The roles. The cutoff is always first where a form binds it: the pass's conditions name it
 // as $1 (policy.CutoffParam).
 const (
+	// Cutoff is the cutoff instant, a timestamptz.
 	Cutoff Param = iota
+	// Limit is the batch size in rows.
 	Limit
+	// After is the first age of an index-path batch by rows.
 	After
+	// Resume is the first age of a resumed batch's range, whose end Set.BoundAfter reads.
 	Resume
+	// From and Before are the first age of a range of ages and the age it ends before.
 	From
 	Before
+	// FirstBlock and EndBlock are a heap range's first block and the block it ends before.
 	FirstBlock
 	EndBlock
+	// Left is the rows max_rows leaves the pass.
 	Left
+	// HeldKeys are the keys of the rows a healing batch found in the archive.
 	HeldKeys
+	// DeletedKeys are the keys a foreign archive's batch deleted.
 	DeletedKeys
 )
 
@@ -118,14 +127,18 @@ func (ps Params) Bind(a Args) []any {
 
 // Form is one statement: its SQL, the parameters it declares, and what its row answers.
 type Form struct {
-	SQL    string
+	// SQL is the statement as sent; "" for one the pass does not have.
+	SQL string
+	// Params are its placeholders' roles, $1 first.
 	Params Params
+	// Answer is what its row holds, for a delete form.
 	Answer Answer
 }
 
 // Answer is what a delete form's row holds, in order: the rows deleted, then each column this
 // says it has. A form without Row answers no row: its count is the command tag's.
 type Answer struct {
+	// Row says the form answers a row (a bare DELETE answers none).
 	Row bool
 	// Newest is the newest age deleted, where an index-path batch by rows resumes.
 	Newest bool

@@ -1,12 +1,9 @@
 // Package statement owns the SQL a pass runs: templates with named parts (sql/*.sql), rendered
-// once per pass and kind of age column into a Set. The golden files under testdata/ hold what
-// the templates render for a representative policy; `go test ./internal/statement -update`
-// rewrites them, so a changed clause is reviewed as a diff of SQL.
-//
-// The target table is always aliased t, in a batch's pick too, so a condition written as t.col
-// (or col) means the same row in both places. Each statement is a Form, which declares its
-// parameters once (param.go): its template, the listing and the run all read that list. A
-// statement that binds the cutoff binds it as $1, a timestamptz.
+// per pass and kind of age column into Forms that declare their parameters (param.go), and the
+// catalog reads by table name (catalog.go). testdata/golden holds what they render; `go test
+// ./internal/statement -update` rewrites it, so a changed clause is reviewed as a diff of SQL.
+// The target table is always aliased t, in a batch's pick too, so a condition on t.col means the
+// same row in both places.
 package statement
 
 import (
