@@ -122,6 +122,20 @@ func ReadLeaves(ctx context.Context, pool *pgxpool.Pool, table string) (oid uint
 	return oid, leaves, err
 }
 
+// SurveySQL reads what a batched pass's access path is chosen from, for table $1 and its age
+// column $2: the table's relkind, its size in blocks, the server's version number, whether the
+// column has statistics and its correlation, reltuples, and the rows changed since its last
+// ANALYZE. It fails for a missing table ($1::regclass).
+const SurveySQL = `
+SELECT c.relkind::text, pg_relation_size(c.oid) / current_setting('block_size')::bigint,
+       current_setting('server_version_num')::int, s.attname IS NOT NULL, s.correlation,
+       c.reltuples, pg_stat_get_mod_since_analyze(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN LATERAL (SELECT s.attname, s.correlation FROM pg_stats s
+                   WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2
+                   ORDER BY s.inherited LIMIT 1) s ON true
+WHERE c.oid = $1::regclass`
+
 // ReadDeleteTriggers lists the user triggers on tables (as statements name them) that fire on
 // DELETE and are enabled, each as "table.trigger (BEFORE DELETE, function)", in table order: what
 // a pass's deletes run besides themselves, for the policy check and the dry run to show. They are

@@ -162,14 +162,7 @@ func (r *Runner) surveyTable(ctx context.Context, p policy.Pass, st statement.Se
 		var hasStats bool
 		var correlation *float64
 		var reltuples, mods float64
-		if err := tx.QueryRow(ctx, `SELECT c.relkind::text, pg_relation_size(c.oid) / current_setting('block_size')::bigint,
-			current_setting('server_version_num')::int, s.attname IS NOT NULL, s.correlation,
-			c.reltuples, pg_stat_get_mod_since_analyze(c.oid)
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			LEFT JOIN LATERAL (SELECT s.attname, s.correlation FROM pg_stats s
-			                    WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = $2
-			                    ORDER BY s.inherited LIMIT 1) s ON true
-			WHERE c.oid = $1::regclass`, statement.QuoteName(p.Table), p.AgeColumn).
+		if err := tx.QueryRow(ctx, statement.SurveySQL, statement.QuoteName(p.Table), p.AgeColumn).
 			Scan(&sv.kind, &blocks, &version, &hasStats, &correlation, &reltuples, &mods); err != nil {
 			return fmt.Errorf("read table size: %w", err)
 		}
