@@ -223,6 +223,20 @@ var refusalCases = []refusalCase{
 			"p.yaml:8: pass \"p\" of sweep \"s\": deleting from table \"applications\" deletes rows of table \"app_sessions\", which the pass does not name, through the schema's ON DELETE keys: applications → access_tokens (CASCADE) → app_sessions (CASCADE) (key app_sessions_token_id_fkey); keep the rows of \"applications\" that access_tokens references with keep_while_referenced_by: [{table: access_tokens, column: application_id, references: id}], or say that they go too with cascades: [app_audit, access_tokens, app_sessions]",
 		},
 	},
+	{name: "a child a cascade reaches too, named in both", yaml: pass("posts", "at", "delete_with:", "  - {table: post_files, column: post_id}", "cascades: [post_tokens, post_files]")},
+	{name: "a child a cascade reaches too, named as a child only", yaml: pass("posts", "at", "delete_with:", "  - {table: post_files, column: post_id}", "cascades: [post_tokens]"),
+		want: []string{
+			"p.yaml:10: pass \"p\" of sweep \"s\": deleting from table \"posts\" deletes rows of table \"post_files\", which the pass does not name, through the schema's ON DELETE keys: posts → post_tokens (CASCADE) → post_files (CASCADE) (key post_files_token_id_fkey); keep the rows of \"posts\" that post_tokens references with keep_while_referenced_by: [{table: post_tokens, column: post_id, references: id}], or say that they go too with cascades: [post_tokens, post_files]",
+		},
+	},
+	{name: "a child no cascade reaches, named in cascades", yaml: pass("folders", "at", "allow_unindexed: true", "delete_with:", "  - {table: folder_files, column: folder_id}", "cascades: [folder_files]"),
+		want: []string{
+			"p.yaml:11: pass \"p\" of sweep \"s\": cascades names table \"folder_files\", which no ON DELETE CASCADE, SET NULL or SET DEFAULT key reaches from table \"folders\": remove it",
+		},
+		warnings: []string{
+			"p.yaml:8: pass \"p\" of sweep \"s\": no index serves delete_with on folder_files.folder_id, so every batch would read all of table \"folder_files\" (allowed by allow_unindexed); the index that would serve it: CREATE INDEX CONCURRENTLY ON folder_files (folder_id);",
+		},
+	},
 	{name: "a table no key reaches", yaml: pass("applications", "last_used_at", "cascades: [access_tokens, app_sessions, app_audit, accounts]"),
 		want: []string{
 			"p.yaml:8: pass \"p\" of sweep \"s\": cascades names table \"accounts\", which no ON DELETE CASCADE, SET NULL or SET DEFAULT key reaches from table \"applications\": remove it",

@@ -99,6 +99,15 @@ CREATE TABLE flat (id bigint, at timestamptz NOT NULL);
 CREATE TABLE folders (id bigint PRIMARY KEY, at timestamptz NOT NULL);
 CREATE INDEX folders_at ON folders (at);
 CREATE TABLE folder_files (folder_id bigint NOT NULL REFERENCES folders (id));
+
+CREATE TABLE posts (id bigint PRIMARY KEY, at timestamptz NOT NULL);
+CREATE INDEX posts_at ON posts (at);
+CREATE TABLE post_tokens (id bigint PRIMARY KEY, post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE);
+CREATE INDEX post_tokens_post_id ON post_tokens (post_id);
+CREATE TABLE post_files (id bigint PRIMARY KEY, post_id bigint NOT NULL REFERENCES posts (id),
+    token_id bigint REFERENCES post_tokens (id) ON DELETE CASCADE);
+CREATE INDEX post_files_post_id ON post_files (post_id);
+CREATE INDEX post_files_token_id ON post_files (token_id);
 `
 
 // refusalCase is one policy and everything the check says of it.

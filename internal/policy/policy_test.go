@@ -194,8 +194,6 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"cascades not a list", onePass(goodPass + "        cascades: x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": cascades is a string ("x"): want a list of table names`}},
 		{"cascades entry not a name", onePass(goodPass + "        cascades:\n          - {table: x}\n"), []string{`p.yaml:9: pass "read" of sweep "notes": a cascades entry is a mapping: want a table name`}},
 		{"cascades twice", onePass(goodPass + "        cascades: [x, y, x]\n"), []string{`p.yaml:8: pass "read" of sweep "notes": cascades names x twice (entries 1 and 3): keep one`}},
-		{"cascades naming a child", onePass(goodPass + "        delete_with:\n          - {table: x, column: y}\n        cascades: [x]\n"),
-			[]string{`cascades names x, which delete_with deletes already`}},
 		{"cascades per-row", onePass(goodPass + "        mode: per-row\n        function: f\n        cascades: [x]\n"),
 			[]string{`cascades is for modes batched and single: in mode per-row the function deletes`}},
 		{"delete_with not a list", onePass(goodPass + "        delete_with: x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": delete_with is a string ("x"): want a list of {table, column, references}`}},
