@@ -190,6 +190,16 @@ var refusalCases = []refusalCase{
 			"p.yaml:9: pass \"p\" of sweep \"s\": delete_with refresh_tokens.account_id = notifications.account_id is no child of \"notifications\": no foreign key of refresh_tokens (account_id) references notifications (account_id), nor the other way, so nothing says its rows belong to the deleted ones; add the foreign key, or remove the entry",
 		},
 	},
+	{name: "a parent unique only in part", yaml: pass("holders", "left_at", "delete_with:", "  - {table: badges, column: id, references: badge_id}"),
+		want: []string{
+			"p.yaml:9: pass \"p\" of sweep \"s\": delete_with badges.id = holders.badge_id goes the other way: holders.badge_id references badges.id, which makes badges the parent, and nothing makes holders.badge_id unique, so other rows of \"holders\" may reference the same parent, and deleting it with one of them deletes what the others still reference (and, through its keys, more); a parent goes with its row only one-to-one (a unique index on holders.badge_id); remove the entry, and sweep \"badges\" in a pass of its own, guarded by keep_while_referenced_by: [{table: holders, column: badge_id, references: id}]",
+		},
+	},
+	{name: "the same table by its own key", yaml: pass("threads", "closed_at", "delete_with:", "  - {table: threads, column: parent_id}"),
+		want: []string{
+			"p.yaml:9: pass \"p\" of sweep \"s\": delete_with threads.parent_id = threads.id names the swept table itself: its rows are the pass's to choose, by its where and age; remove the entry",
+		},
+	},
 	{name: "sweeprail's own schema", yaml: pass("notifications", "read_at", "delete_with:", "  - {table: sweeprail.notes, column: notification_id}"),
 		want: []string{
 			"p.yaml:9: pass \"p\" of sweep \"s\": delete_with sweeprail.notes.notification_id = notifications.id names a table of schema sweeprail, sweeprail's own (its leases, run history and replay store): remove the entry",
@@ -223,6 +233,12 @@ var refusalCases = []refusalCase{
 			"p.yaml:8: pass \"p\" of sweep \"s\": deleting from table \"applications\" deletes rows of table \"app_sessions\", which the pass does not name, through the schema's ON DELETE keys: applications → access_tokens (CASCADE) → app_sessions (CASCADE) (key app_sessions_token_id_fkey); keep the rows of \"applications\" that access_tokens references with keep_while_referenced_by: [{table: access_tokens, column: application_id, references: id}], or say that they go too with cascades: [app_audit, access_tokens, app_sessions]",
 		},
 	},
+	{name: "a SET DEFAULT key not named", yaml: pass("devices", "seen_at"),
+		want: []string{
+			"p.yaml:4: pass \"p\" of sweep \"s\": deleting from table \"devices\" changes rows of table \"device_slots\", which the pass does not name, through the schema's ON DELETE keys: devices → device_slots (SET DEFAULT) (key device_slots_device_id_fkey); keep the rows of \"devices\" that device_slots references with keep_while_referenced_by: [{table: device_slots, column: device_id, references: id}], or say that they go too with cascades: [device_slots]",
+		},
+	},
+	{name: "a SET DEFAULT key named", yaml: pass("devices", "seen_at", "cascades: [device_slots]")},
 	{name: "a child a cascade reaches too, named in both", yaml: pass("posts", "at", "delete_with:", "  - {table: post_files, column: post_id}", "cascades: [post_tokens, post_files]")},
 	{name: "a child a cascade reaches too, named as a child only", yaml: pass("posts", "at", "delete_with:", "  - {table: post_files, column: post_id}", "cascades: [post_tokens]"),
 		want: []string{

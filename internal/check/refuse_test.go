@@ -100,6 +100,17 @@ CREATE TABLE folders (id bigint PRIMARY KEY, at timestamptz NOT NULL);
 CREATE INDEX folders_at ON folders (at);
 CREATE TABLE folder_files (folder_id bigint NOT NULL REFERENCES folders (id));
 
+CREATE TABLE devices (id bigint PRIMARY KEY, seen_at timestamptz NOT NULL);
+CREATE INDEX devices_seen_at ON devices (seen_at);
+CREATE TABLE device_slots (id bigint PRIMARY KEY, device_id bigint DEFAULT NULL REFERENCES devices (id) ON DELETE SET DEFAULT);
+CREATE INDEX device_slots_device_id ON device_slots (device_id);
+CREATE TABLE badges (id bigint PRIMARY KEY);
+CREATE TABLE holders (id bigint PRIMARY KEY, badge_id bigint REFERENCES badges (id), left_at timestamptz);
+CREATE UNIQUE INDEX holders_badge_id_current ON holders (badge_id) WHERE left_at IS NULL;
+CREATE INDEX holders_left_at ON holders (left_at);
+CREATE TABLE threads (id bigint PRIMARY KEY, parent_id bigint REFERENCES threads (id), closed_at timestamptz NOT NULL);
+CREATE INDEX threads_closed_at ON threads (closed_at);
+CREATE INDEX threads_parent_id ON threads (parent_id);
 CREATE TABLE posts (id bigint PRIMARY KEY, at timestamptz NOT NULL);
 CREATE INDEX posts_at ON posts (at);
 CREATE TABLE post_tokens (id bigint PRIMARY KEY, post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE);
