@@ -36,20 +36,34 @@ func (e *ArchiveShortError) Error() string {
 }
 
 // ArchiveDiffersError is a healing batch that met rows the archive holds under the same key but
-// with other values: which copy is right is not sweeprail's to guess, so the batch rolls back and
-// the run stops, naming the keys, until an operator removes one of the two.
+// with other values (Values): which copy is right is not sweeprail's to guess, so the batch rolls
+// back and the run stops, naming the keys, until an operator removes one of the two. Missing are
+// rows the archive skipped with no copy under their key: a clash on another of its unique
+// indexes, with a row of another key.
 type ArchiveDiffersError struct {
 	Archive, Table, Key string
-	Values              []string
+	Values, Missing     []string
 }
 
 func (e *ArchiveDiffersError) Error() string {
-	keys := make([]string, len(e.Values))
-	for i, v := range e.Values {
+	var parts []string
+	if len(e.Values) > 0 {
+		parts = append(parts, fmt.Sprintf("archive %q holds rows of %q under the same key as rows the batch would archive, with other values: %s",
+			e.Archive, e.Table, e.keys(e.Values)))
+	}
+	if len(e.Missing) > 0 {
+		parts = append(parts, fmt.Sprintf("archive %q refused rows of %q that it holds no copy of, on another of its unique indexes: %s",
+			e.Archive, e.Table, e.keys(e.Missing)))
+	}
+	return strings.Join(parts, "; ") + "; rolled back, nothing deleted: compare the archive's rows with the swept ones, and delete the one you do not keep"
+}
+
+func (e *ArchiveDiffersError) keys(values []string) string {
+	keys := make([]string, len(values))
+	for i, v := range values {
 		keys[i] = fmt.Sprintf("Key (%s)=(%s)", e.Key, v)
 	}
-	return fmt.Sprintf("archive %q holds rows of %q under the same key as rows the batch would archive, with other values: %s; rolled back, nothing deleted: compare the two copies, and delete the one you do not keep",
-		e.Archive, e.Table, strings.Join(keys, ", "))
+	return strings.Join(keys, ", ")
 }
 
 // A foreign archive's crash window: should the API's database crash between the archive's
@@ -96,7 +110,8 @@ func (a *archiver) prove(ctx context.Context, tx pgx.Tx, b batchResult) (batchRe
 }
 
 // recover compares the rows a healing batch found in the archive with the archive's copies:
-// identical ones count as recovered; any other is an ArchiveDiffersError.
+// identical ones count as recovered; one that differs, or that has no copy under its key, is an
+// ArchiveDiffersError.
 func (a *archiver) recover(ctx context.Context, tx pgx.Tx, b *batchResult) error {
 	copies := map[string]string{}
 	held := a.heal.Held
@@ -115,16 +130,19 @@ func (a *archiver) recover(ctx context.Context, tx pgx.Tx, b *batchResult) error
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the archive's copies: %w", err)
 	}
-	var differ []string
+	var differ, missing []string
 	for i, k := range b.heldKeys {
-		if row, ok := copies[k]; ok && row == b.heldRows[i] {
+		switch row, ok := copies[k]; {
+		case !ok:
+			missing = append(missing, k)
+		case row == b.heldRows[i]:
 			b.recovered++
-		} else {
+		default:
 			differ = append(differ, k)
 		}
 	}
-	if len(differ) > 0 {
-		return &ArchiveDiffersError{Archive: a.p.ArchiveTo, Table: a.p.Table, Key: a.key, Values: differ}
+	if len(differ) > 0 || len(missing) > 0 {
+		return &ArchiveDiffersError{Archive: a.p.ArchiveTo, Table: a.p.Table, Key: a.key, Values: differ, Missing: missing}
 	}
 	return nil
 }
