@@ -18,6 +18,10 @@ func checkCascades(p Pass, mode Mode) []problem {
 		add("cascades", "cascades is for modes batched and single: in mode %s the %s, and the policy check does not follow its keys; remove it", mode,
 			map[Mode]string{ModePerRow: "function deletes", ModePartitions: "partitions are dropped"}[mode])
 	}
+	// The swept table (by a key onto itself) and a delete_with child may be named too: the
+	// schema's keys delete rows of theirs beyond the statement's own, counted apart from them.
+	// Whether a key reaches a table is the live schema's to say: the check refuses a named table
+	// no key reaches, and an unnamed one a key does.
 	for i, t := range p.Cascades {
 		field := fmt.Sprintf("cascades.%d", i)
 		if err := checkRelationName(t); err != nil {
@@ -26,10 +30,6 @@ func checkCascades(p Pass, mode Mode) []problem {
 		if j := slices.Index(p.Cascades, t); j < i {
 			add(field, "cascades names %s twice (entries %d and %d): keep one", t, j+1, i+1)
 		}
-		// The swept table (by a key onto itself) and a delete_with child may be named too: the
-		// schema's keys delete rows of theirs beyond the statement's own, counted apart from
-		// them. Whether a key reaches them is the live schema's to say: the check refuses a
-		// named table no key reaches, and an unnamed one a key does.
 	}
 	return out
 }
