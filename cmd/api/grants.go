@@ -40,7 +40,7 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 		return reportProblems(stderr, path, err)
 	}
 	r := pgx.Identifier{*role}.Sanitize()
-	fmt.Fprintf(stdout, "-- The least privileges of role %s for %s. Run as the owner of each object.\n", r, pol.File)
+	fmt.Fprintf(stdout, "-- The least privileges of role %s for %s. Run as the owner of each object.\n", statement.OneLine(r), statement.OneLine(pol.File))
 	fmt.Fprintln(stdout, "-- sweeprail's own objects (api migrate up installs them): the lease, the run history.")
 	fmt.Fprintf(stdout, "GRANT USAGE ON SCHEMA sweeprail TO %s;\n", r)
 	fmt.Fprintf(stdout, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sweeprail TO %s;\n", r)
@@ -61,8 +61,9 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 }
 
 // writeDefiners prints, for each table a partitions pass drops partitions of, the drop function
-// that lets the role do it without owning the table: the table's owner runs it once (again after
-// a new sweeprail version, which may change it; CREATE OR REPLACE keeps the grant).
+// that lets the role do it without owning the table: the table's owner runs it once, and again
+// after a change of the pass's retention, min_retention, time_zone or age_unit, which the function
+// holds (the policy check says when they differ), or a new sweeprail version, which may change it.
 func writeDefiners(w io.Writer, specs []policy.Spec, role string) {
 	seen := map[string]bool{}
 	for _, s := range policy.Normalize(specs) {
@@ -71,12 +72,16 @@ func writeDefiners(w io.Writer, specs []policy.Spec, role string) {
 				continue
 			}
 			seen[p.Table] = true
-			fmt.Fprintf(w, "-- mode partitions on %s: the function that detaches and drops its partitions ending at or before a cutoff,\n", p.Table)
-			fmt.Fprintln(w, "-- and nothing else, for the role alone. Run by the table's owner (it runs as its creator).")
-			fmt.Fprintln(w, partition.DefinerSQL(p.Table, role))
+			win := partition.WindowOf(p)
+			fmt.Fprintf(w, "-- mode partitions on %s: the function that detaches and drops its partitions ending at or before\n", statement.OneLine(p.Table))
+			fmt.Fprintf(w, "-- the database clock minus %s (pass %s's retention, at least its min_retention), and nothing else, for the role alone.\n",
+				policy.FormatRetention(win.Retention), statement.OneLine(p.Name))
+			fmt.Fprintln(w, "-- Run by the table's owner (it runs as its creator); run it again after changing the pass's retention,")
+			fmt.Fprintln(w, "-- min_retention, time_zone or age_unit: the function keeps the window it was created with.")
+			fmt.Fprintln(w, partition.DefinerSQL(p.Table, role, win))
 			if p.Boundary != policy.BoundaryKeep {
-				fmt.Fprintf(w, "-- boundary: delete reads and deletes in the partition that holds the cutoff directly: grant each partition of %s,\n", p.Table)
-				fmt.Fprintf(w, "-- as it is created (pg_partman: inherit_privileges), GRANT SELECT, UPDATE, DELETE ON <partition> TO %s;\n", pgx.Identifier{role}.Sanitize())
+				fmt.Fprintf(w, "-- boundary: delete reads and deletes in the partition that holds the cutoff directly: grant each partition of %s,\n", statement.OneLine(p.Table))
+				fmt.Fprintf(w, "-- as it is created (pg_partman: inherit_privileges), GRANT SELECT, UPDATE, DELETE ON <partition> TO %s;\n", statement.OneLine(pgx.Identifier{role}.Sanitize()))
 			}
 		}
 	}
@@ -95,11 +100,9 @@ func writeUserMappings(w io.Writer, specs []policy.Spec, role string) {
 				continue
 			}
 			seen[p.ArchiveTo] = true
-			name := pgx.Identifier(strings.Split(p.ArchiveTo, ".")).Sanitize()
-			fmt.Fprintf(w, "-- archive_to %s, when it is a postgres_fdw foreign table: a user mapping for the role on its server,\n", p.ArchiveTo)
-			fmt.Fprintf(w, "-- as the server's owner (SELECT srvname FROM pg_foreign_table JOIN pg_foreign_server s ON s.oid = ftserver\n")
-			fmt.Fprintf(w, "--   WHERE ftrelid = '%s'::regclass names it), with the remote role that may INSERT into the remote table:\n", strings.ReplaceAll(name, "'", "''"))
-			fmt.Fprintf(w, "-- CREATE USER MAPPING FOR %s SERVER <server> OPTIONS (user '<remote role>', password '<its password>');\n", role)
+			fmt.Fprintf(w, "-- archive_to %s, when it is a postgres_fdw foreign table: a user mapping for the role on its server,\n", statement.OneLine(statement.QuoteName(p.ArchiveTo)))
+			fmt.Fprintln(w, "-- as the server's owner (psql's \\det+ names the server of each foreign table), with the remote role that may INSERT into the remote table:")
+			fmt.Fprintf(w, "-- CREATE USER MAPPING FOR %s SERVER <server> OPTIONS (user '<remote role>', password '<its password>');\n", statement.OneLine(role))
 		}
 	}
 }

@@ -40,6 +40,16 @@ func (c *checker) partitions(ctx context.Context, sweep string, p policy.Pass) (
 		found.warn(c.problem(sweep, p.Name, "mode",
 			"mode partitions drops the expired partitions of %q through its drop function %s, as the table's owner: a plain DETACH under the lock timeout, never CONCURRENTLY", p.Table, info.Definer))
 	}
+	if info.Definer != "" && p.ArchiveSchema == "" {
+		if msg, shorter := partition.WindowDiffers(info.DefinerWindow, partition.WindowOf(p), info.SessionTimeZone); msg != "" {
+			pr := c.problem(sweep, p.Name, "retention", "mode partitions: the drop function %s was granted with %s: run api grants again and have the table's owner apply its drop function, so that it follows the policy", info.Definer, msg)
+			if shorter {
+				found.refuse(pr)
+				return found, nil
+			}
+			found.warn(pr)
+		}
+	}
 	if info.Definer != "" && !info.Owns && p.Boundary != policy.BoundaryKeep {
 		f, err := c.boundaryPrivileges(ctx, sweep, p)
 		if err != nil {

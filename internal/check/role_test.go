@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sweeprail/sweeprail/internal/partition"
 )
@@ -31,14 +32,24 @@ GRANT SELECT ON archive.audit_log TO @ROLE@; GRANT INSERT (id, action) ON archiv
 GRANT SELECT, INSERT ON archive.audit_log TO @ROLE@`,
 			pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.audit_log"), nil, nil},
 		{"partitions dropped through the drop function, the partitions not granted", "dropper",
-			`GRANT SELECT, UPDATE, DELETE ON ranged TO @ROLE@; ` + partition.DefinerSQL("ranged", "@ROLE@"),
+			`GRANT SELECT, UPDATE, DELETE ON ranged TO @ROLE@; ` + partition.DefinerSQL("ranged", "@ROLE@", month),
 			pass("ranged", "at", "mode: partitions"),
 			[]string{`p.yaml:4: pass "p" of sweep "s": mode partitions: the boundary's batches delete from the partition holding the cutoff itself, and the API's role lacks SELECT, UPDATE, DELETE on 1 partitions of "ranged" (public.ranged_all): grant them on each partition as it is created (GRANT SELECT, UPDATE, DELETE ON public.ranged_all TO <role>; pg_partman: inherit_privileges), or set boundary: keep`},
 			[]string{`p.yaml:8: pass "p" of sweep "s": mode partitions drops the expired partitions of "ranged" through its drop function public.sweeprail_drop_ranged, as the table's owner: a plain DETACH under the lock timeout, never CONCURRENTLY`}},
 		{"archive_schema without owning the table", "dropper",
-			`GRANT SELECT, UPDATE, DELETE ON ranged TO @ROLE@; ` + partition.DefinerSQL("ranged", "@ROLE@"),
+			`GRANT SELECT, UPDATE, DELETE ON ranged TO @ROLE@; ` + partition.DefinerSQL("ranged", "@ROLE@", month),
 			pass("ranged", "at", "mode: partitions", "boundary: keep", "archive_schema: archive"),
 			[]string{`p.yaml:10: pass "p" of sweep "s": mode partitions: archive_schema moves each partition with ALTER TABLE … SET SCHEMA, which needs the owner of table "ranged"; the drop function public.sweeprail_drop_ranged only drops: make the API's role a member of the table's owner, or drop instead of archiving`}, nil},
+		{"a drop function granted with a shorter retention than the pass's", "dropper",
+			`GRANT SELECT, UPDATE, DELETE ON ranged TO @ROLE@; ` + partition.DefinerSQL("ranged", "@ROLE@", partition.Window{Retention: 7 * day, TimeZone: "UTC"}),
+			pass("ranged", "at", "mode: partitions", "boundary: keep"),
+			[]string{`p.yaml:7: pass "p" of sweep "s": mode partitions: the drop function public.sweeprail_drop_ranged was granted with a retention of 7d, shorter than the pass's 30d: run api grants again and have the table's owner apply its drop function, so that it follows the policy`},
+			[]string{`p.yaml:8: pass "p" of sweep "s": mode partitions drops the expired partitions of "ranged" through its drop function public.sweeprail_drop_ranged, as the table's owner: a plain DETACH under the lock timeout, never CONCURRENTLY`}},
+		{"a drop function granted with a longer retention than the pass's", "dropper",
+			`GRANT SELECT, UPDATE, DELETE ON ranged TO @ROLE@; ` + partition.DefinerSQL("ranged", "@ROLE@", partition.Window{Retention: 90 * day, TimeZone: "UTC"}),
+			pass("ranged", "at", "mode: partitions", "boundary: keep"), nil,
+			[]string{`p.yaml:8: pass "p" of sweep "s": mode partitions drops the expired partitions of "ranged" through its drop function public.sweeprail_drop_ranged, as the table's owner: a plain DETACH under the lock timeout, never CONCURRENTLY`,
+				`p.yaml:7: pass "p" of sweep "s": mode partitions: the drop function public.sweeprail_drop_ranged was granted with a retention of 90d, longer than the pass's 30d (it refuses the partitions between): run api grants again and have the table's owner apply its drop function, so that it follows the policy`}},
 		{"an archive_schema the owner may not create in", "owner",
 			`ALTER TABLE owned OWNER TO @ROLE@; ALTER TABLE owned_all OWNER TO @ROLE@`,
 			pass("owned", "at", "mode: partitions", "boundary: keep", "archive_schema: archive"),
@@ -72,6 +83,11 @@ GRANT SELECT, INSERT ON archive.audit_log TO @ROLE@`,
 		sameLines(t, "warnings", warnings, nil)
 	})
 }
+
+const day = 24 * time.Hour
+
+// month is the window of the pass the rows write: 30 days, in UTC.
+var month = partition.Window{Retention: 30 * day, TimeZone: "UTC"}
 
 // withRole writes role into each line's @ROLE@.
 func withRole(lines []string, role string) []string {

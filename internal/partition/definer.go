@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/policy"
 )
 
 // A drop function (DefinerSQL, SECURITY DEFINER, created by the table's owner from `api grants`)
@@ -52,6 +54,10 @@ type Definer struct {
 	Why string
 	// Owns: the current role owns the table or is a member of its owner, and may detach directly.
 	Owns bool
+	// Window is what the function was created with (zero when it does not exist); SessionTimeZone
+	// is the current session's TimeZone, which a window of the database's zone is compared with.
+	Window          Window
+	SessionTimeZone string
 }
 
 // FindDefiner reads table's drop function (table as a policy names it) and whether the current
@@ -59,23 +65,25 @@ type Definer struct {
 func FindDefiner(ctx context.Context, q Querier, table string) (Definer, error) {
 	var d Definer
 	var exists, secdef, ownerOK, exec bool
+	var config []string
 	err := q.QueryRow(ctx, `
 WITH t AS (
   SELECT c.oid, c.relowner, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   WHERE c.oid = to_regclass($1)),
 f AS (
-  SELECT to_regprocedure(format('%I.%I(regclass, text, boolean)', t.nspname, $2::text)) AS oid FROM t)
+  SELECT to_regprocedure(format('%I.%I(regclass, boolean)', t.nspname, $2::text)) AS oid FROM t)
 SELECT format('%I.%I', t.nspname, $2::text), pg_has_role(t.relowner, 'USAGE'), f.oid IS NOT NULL,
        COALESCE(p.prosecdef, false), COALESCE(pg_has_role(p.proowner, t.relowner, 'USAGE'), false),
-       COALESCE(has_function_privilege(f.oid, 'EXECUTE'), false)
+       COALESCE(has_function_privilege(f.oid, 'EXECUTE'), false), COALESCE(p.proconfig, '{}'), current_setting('TimeZone')
 FROM t CROSS JOIN f LEFT JOIN pg_proc p ON p.oid = f.oid`, quoteQualified(table), DefinerName(lastPart(table))).
-		Scan(&d.Function, &d.Owns, &exists, &secdef, &ownerOK, &exec)
+		Scan(&d.Function, &d.Owns, &exists, &secdef, &ownerOK, &exec, &config, &d.SessionTimeZone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, nil
 	}
 	if err != nil {
 		return d, fmt.Errorf("look up the drop function of %s: %w", table, err)
 	}
+	d.Window = windowOf(config)
 	switch {
 	case !exists:
 	case !secdef:
@@ -90,120 +98,104 @@ FROM t CROSS JOIN f LEFT JOIN pg_proc p ON p.oid = f.oid`, quoteQualified(table)
 	return d, nil
 }
 
-// CutoffArg is the cutoff as a drop function takes it, for a partition of key: what Expired
-// compares each upper bound with, as text the key's type reads (the function runs with TimeZone
-// UTC). A timestamp goes to the microsecond, the server's precision, which no bound is finer than.
-func CutoffArg(key KeyType, cutoff time.Time) string {
-	return cutoffFor(key, cutoff).UTC().Truncate(time.Microsecond).Format("2006-01-02 15:04:05.999999")
+// windowOf reads a drop function's window from its settings (pg_proc.proconfig).
+func windowOf(config []string) Window {
+	var w Window
+	for _, c := range config {
+		k, v, _ := strings.Cut(c, "=")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "sweeprail.drop_retention_seconds":
+			w.Retention = time.Duration(n) * time.Second
+		case "sweeprail.drop_time_zone":
+			w.TimeZone = v
+		case "sweeprail.drop_units_per_second":
+			w.UnitsPerSecond = n
+		}
+	}
+	return w
 }
 
-// CutoffArgEpoch is CutoffArg for an integer key of Unix time, the cutoff in its unit.
-func CutoffArgEpoch(cutoff int64) string {
-	return strconv.FormatInt(cutoff, 10)
+// Window is what a drop function computes its cutoff from, baked in when it is created: the
+// database clock at the start of the caller's transaction minus Retention, read as the key reads it.
+type Window struct {
+	// Retention is the pass's retention (its grace after an expiry), at least its min_retention.
+	Retention time.Duration
+	// TimeZone is the zone whose wall clock a timestamp or date key is read in; "" takes the
+	// creating session's TimeZone.
+	TimeZone string
+	// UnitsPerSecond is 1, 1000 or 1000000 for an integer key of Unix time; 0 for a time key.
+	UnitsPerSecond int64
 }
 
-// DefinerSQL is the statement that creates (or replaces) the drop function of table (as a policy
-// names it) in the table's schema and lets role, alone, execute it: to be run by the table's
-// owner, which the function then acts as. The schema is the table's as the running session finds
-// it, which is how the API's statements find it too.
-func DefinerSQL(table, role string) string {
-	r := strings.NewReplacer(
-		"@TABLE@", quoteLiteral(quoteQualified(table)),
-		"@NAME@", quoteLiteral(DefinerName(lastPart(table))),
-		"@ROLE@", quoteLiteral(role),
-	)
-	return r.Replace(definerTemplate)
+// WindowOf is the window of pass p: its retention, raised to its min_retention floor, its time
+// zone and its age unit.
+func WindowOf(p policy.Pass) Window {
+	w := Window{Retention: max(p.Retention, p.MinRetention), TimeZone: p.TimeZone}
+	switch p.TimeZone {
+	case "", policy.TimeZoneUTC:
+		w.TimeZone = "UTC"
+	case policy.TimeZoneDatabase:
+		w.TimeZone = ""
+	}
+	switch p.AgeUnit {
+	case policy.AgeSeconds:
+		w.UnitsPerSecond = 1
+	case policy.AgeMilliseconds:
+		w.UnitsPerSecond = 1000
+	case policy.AgeMicroseconds:
+		w.UnitsPerSecond = 1000000
+	}
+	return w
 }
 
-// definerTemplate creates the drop function. The body is written with @PARENT@ for the table's
-// qualified name, filled in when it is created; the function runs with a search_path of
-// pg_catalog alone (pg_temp last), so nothing the caller creates can stand in for what it calls.
-const definerTemplate = `DO $do$
-DECLARE
-  t regclass := to_regclass(@TABLE@);
-  parent text;
-  fn text;
-BEGIN
-  IF t IS NULL THEN
-    RAISE EXCEPTION 'table % does not exist', @TABLE@;
-  END IF;
-  SELECT format('%I.%I', n.nspname, c.relname), format('%I.%I', n.nspname, @NAME@::text)
-    INTO parent, fn
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t;
-  EXECUTE replace(replace($fn$
-CREATE OR REPLACE FUNCTION @FN@(part regclass, cutoff text, keep boolean DEFAULT false)
-RETURNS text
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET datestyle = 'ISO, YMD'
-SET timezone = 'UTC'
-AS $body$
-DECLARE
-  parent CONSTANT regclass := @PARENT@::regclass;
-  pending boolean;
-  keytype regtype;
-  bound text[];
-  ub text;
-  expired boolean;
-  rel text;
-BEGIN
-  IF part IS NULL OR cutoff IS NULL THEN
-    RAISE EXCEPTION 'a partition and a cutoff are required' USING ERRCODE = '22004';
-  END IF;
-  IF current_setting('lock_timeout') = '0' THEN
-    RAISE EXCEPTION 'refusing to detach without a lock_timeout (SET LOCAL lock_timeout)' USING ERRCODE = '55000';
-  END IF;
-  SELECT i.inhdetachpending INTO pending FROM pg_inherits i WHERE i.inhrelid = part AND i.inhparent = parent;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION '% is not a partition of %', part, parent USING ERRCODE = '42501';
-  END IF;
-  IF EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = parent AND partdefid = part) THEN
-    RAISE EXCEPTION '% is the default partition of %: it is never dropped', part, parent USING ERRCODE = '42501';
-  END IF;
-  IF (SELECT relkind FROM pg_class WHERE oid = part) <> 'r' THEN
-    RAISE EXCEPTION '% is itself partitioned: refused', part USING ERRCODE = '42501';
-  END IF;
-  SELECT COALESCE(NULLIF(ty.typbasetype, 0), ty.oid)::regtype INTO keytype
-    FROM pg_partitioned_table pt
-    JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = pt.partattrs[0]
-    JOIN pg_type ty ON ty.oid = a.atttypid
-   WHERE pt.partrelid = parent AND pt.partstrat = 'r' AND pt.partnatts = 1 AND pt.partattrs[0] <> 0;
-  IF keytype IS NULL OR keytype NOT IN ('timestamptz'::regtype, 'timestamp'::regtype, 'date'::regtype,
-                                        'smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
-    RAISE EXCEPTION '% is not partitioned by RANGE on one time or integer column', parent USING ERRCODE = '42501';
-  END IF;
-  bound := regexp_match(pg_get_expr((SELECT relpartbound FROM pg_class WHERE oid = part), part),
-    '^FOR VALUES FROM \((?:MINVALUE|MAXVALUE|''(?:[^'']|'''')*''|[0-9]+)\) TO \((MINVALUE|MAXVALUE|''(?:[^'']|'''')*''|[0-9]+)\)$');
-  IF bound IS NULL OR bound[1] IN ('MINVALUE', 'MAXVALUE') THEN
-    RAISE EXCEPTION '% has no finite upper bound: refused', part USING ERRCODE = '42501';
-  END IF;
-  ub := bound[1];
-  IF left(ub, 1) = '''' THEN
-    ub := replace(substr(ub, 2, length(ub) - 2), '''''', '''');
-  END IF;
-  EXECUTE format('SELECT %L::%s <= %L::%s', ub, keytype, cutoff, keytype) INTO expired;
-  IF NOT expired THEN
-    RAISE EXCEPTION 'partition % of % ends at %, after the cutoff %: refused', part, parent, ub, cutoff
-      USING ERRCODE = '42501';
-  END IF;
-  rel := part::text;
-  IF pending THEN
-    EXECUTE format('ALTER TABLE %s DETACH PARTITION %s FINALIZE', parent, rel);
-  ELSE
-    EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', parent, rel);
-  END IF;
-  IF NOT keep THEN
-    EXECUTE format('DROP TABLE %s', rel);
-  END IF;
-  RETURN rel;
-END
-$body$
-$fn$, '@FN@', fn), '@PARENT@', quote_literal(parent));
-  EXECUTE format('REVOKE ALL ON FUNCTION %s(regclass, text, boolean) FROM PUBLIC', fn);
-  EXECUTE format('GRANT EXECUTE ON FUNCTION %s(regclass, text, boolean) TO %I', fn, @ROLE@::text);
-END
-$do$;`
+// WindowDiffers says how a drop function's window (got) differs from the pass's (want), "" when
+// it does not; shorter says the function's cutoff is the later one, so that through it the role
+// may drop what the policy keeps. A want of the database's zone is compared with sessionZone.
+func WindowDiffers(got, want Window, sessionZone string) (msg string, shorter bool) {
+	if want.TimeZone == "" {
+		want.TimeZone = sessionZone
+	}
+	switch {
+	case got.Retention < want.Retention:
+		return fmt.Sprintf("a retention of %s, shorter than the pass's %s", policy.FormatRetention(got.Retention), policy.FormatRetention(want.Retention)), true
+	case got.Retention > want.Retention:
+		return fmt.Sprintf("a retention of %s, longer than the pass's %s (it refuses the partitions between)", policy.FormatRetention(got.Retention), policy.FormatRetention(want.Retention)), false
+	case got.TimeZone != want.TimeZone:
+		return fmt.Sprintf("time zone %q, not the pass's %q", got.TimeZone, want.TimeZone), true
+	case got.UnitsPerSecond != want.UnitsPerSecond:
+		return fmt.Sprintf("%d units of Unix time a second, not the pass's %d", got.UnitsPerSecond, want.UnitsPerSecond), true
+	}
+	return "", false
+}
+
+// DefinerSQL is the script that creates (or replaces) the drop function of table (as a policy
+// names it) in the table's schema, with window w, and lets role, alone, execute it: to be run by
+// the table's owner, which the function then acts as. The schema is the table's as the running
+// session finds it, which is how the API's statements find it too. Every name goes in as a quoted
+// identifier (SET LOCAL … = "name"), never inside a literal or the block's body.
+func DefinerSQL(table, role string, w Window) string {
+	var b strings.Builder
+	b.WriteString("BEGIN;\n")
+	schema, _, qualified := strings.Cut(table, ".")
+	if qualified {
+		fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_schema = %s;\n", ident(schema))
+	} else {
+		b.WriteString("SET LOCAL sweeprail.grant_schema TO DEFAULT;\n")
+	}
+	fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_table = %s;\n", ident(lastPart(table)))
+	fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_function = %s;\n", ident(DefinerName(lastPart(table))))
+	fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_role = %s;\n", ident(role))
+	fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_retention_seconds = %d;\n", int64(w.Retention/time.Second))
+	fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_time_zone = %s;\n", quoteLiteral(w.TimeZone))
+	fmt.Fprintf(&b, "SET LOCAL sweeprail.grant_units_per_second = %d;\n", w.UnitsPerSecond)
+	b.WriteString(definerGrant)
+	b.WriteString("\nCOMMIT;")
+	return b.String()
+}
+
+// ident quotes one identifier as the rest of the project does.
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 func lastPart(table string) string {
 	if i := strings.LastIndex(table, "."); i >= 0 {

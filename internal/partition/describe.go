@@ -28,6 +28,10 @@ type Info struct {
 	Definer string
 	// Owns: the role owns the table (or is a member of its owner).
 	Owns bool
+	// DefinerWindow is the window the drop function was granted with, and SessionTimeZone the
+	// session's TimeZone, for WindowDiffers.
+	DefinerWindow   Window
+	SessionTimeZone string
 }
 
 // RefusedError is Describe's answer for a table that mode partitions cannot sweep, with the reason.
@@ -165,7 +169,7 @@ func describeRights(ctx context.Context, q Querier, table string, own ownership,
 		return fmt.Errorf("describe %s: %w", table, err)
 	}
 	if def.Usable {
-		info.Definer = def.Function
+		info.Definer, info.DefinerWindow, info.SessionTimeZone = def.Function, def.Window, def.SessionTimeZone
 		return nil
 	}
 	if !own.owns {

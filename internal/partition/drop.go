@@ -26,11 +26,9 @@ type DropOptions struct {
 	NoConcurrently bool
 	// Definer, when set, is the table's drop function (FindDefiner): Drop calls it, in one
 	// transaction under the timeouts, instead of running DETACH and DROP itself, so a role that
-	// does not own the table needs only EXECUTE on it. Its detach is plain, never CONCURRENTLY.
+	// does not own the table needs only EXECUTE on it. Its detach is plain, never CONCURRENTLY,
+	// and the cutoff is its own (Window), not the caller's.
 	Definer string
-	// Cutoff is the cutoff the drop function checks the partition's upper bound against
-	// (CutoffArg, CutoffArgEpoch); required with Definer.
-	Cutoff string
 }
 
 // Outcome says what Drop did.
@@ -75,7 +73,7 @@ var ErrDefaultPartition = errors.New("the default partition is never dropped")
 // finds it:
 //
 //	gone from its table   nothing to do (Outcome.Gone)
-//	opts.Definer          the drop function, which refuses (42501) a partition past opts.Cutoff
+//	opts.Definer          the drop function, which refuses (42501) a partition past its own cutoff
 //	detach-pending        DETACH … FINALIZE, then DROP TABLE, in one transaction
 //	concurrent allowed    a lock probe, DETACH … CONCURRENTLY (finalized if cut), DROP TABLE
 //	else                  DETACH PARTITION and DROP TABLE in one transaction: both or neither
@@ -101,8 +99,6 @@ func Drop(ctx context.Context, pool *pgxpool.Pool, p Partition, opts DropOptions
 		return out, ErrDefaultPartition
 	case opts.LockTimeout <= 0:
 		return out, errors.New("a lock timeout is required")
-	case opts.Definer != "" && opts.Cutoff == "":
-		return out, errors.New("a drop function needs the cutoff")
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -342,7 +338,7 @@ func (d *dropper) finalizeOnce(ctx context.Context) error {
 // viaDefiner has the table's drop function detach and drop the partition, in one transaction.
 func (d *dropper) viaDefiner(ctx context.Context, p Partition) error {
 	return d.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "SELECT "+d.opts.Definer+"($1::oid::regclass, $2, $3)", p.OID, d.opts.Cutoff, d.keep)
+		_, err := tx.Exec(ctx, "SELECT "+d.opts.Definer+"($1::oid::regclass, $2)", p.OID, d.keep)
 		return err
 	})
 }

@@ -51,7 +51,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		// The table's drop function when it is usable: the role then needs no ownership. Moving a
 		// partition to archive_schema needs its owner all the same.
 		if def.Usable && pr.p.ArchiveSchema == "" {
-			opts.Definer, opts.Cutoff = def.Function, cutoffArg(part, pr.kind, pr.cutoff)
+			opts.Definer = def.Function
 		}
 		out, err := partition.Drop(pr.db, pr.r.cfg.Pool, part, opts)
 		if err == nil && pr.p.ArchiveSchema != "" && out.Detached && !out.Gone {
@@ -101,15 +101,6 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		}
 	}
 	return total, nil
-}
-
-// cutoffArg is the cutoff as the drop function of part's table compares it with part's bound,
-// as cutAt does.
-func cutoffArg(part partition.Partition, k statement.Kind, cutoff time.Time) string {
-	if k.Epoch() {
-		return partition.CutoffArgEpoch(statement.EpochOf(k, cutoff))
-	}
-	return partition.CutoffArg(part.Key, cutoff)
 }
 
 // cutAt divides parts at cutoff as an age column of kind k compares with it: the instant, or for
