@@ -64,14 +64,15 @@ check-deploy:
 FUZZTIME ?= 10s
 FUZZ_TARGETS := internal/signing:FuzzVerify internal/signing:FuzzVerifyTampered \
 	internal/httpapi:FuzzDecodeSweepRequest internal/httpapi:FuzzUnsignedRequest internal/httpapi:FuzzSignedBody \
-	internal/config:FuzzLoadAPI internal/config:FuzzLoadCron internal/config:FuzzLoadAPINumbersAndSecrets internal/config:FuzzParseDays
+	internal/config:FuzzLoadAPI internal/config:FuzzLoadCron internal/config:FuzzLoadAPINumbersAndSecrets internal/config:FuzzParseDays \
+	cmd/api:FuzzQuotedNames
 .PHONY: test-reliability
 test-reliability:
 	@url="$${TEST_DATABASE_URL:-$$(scripts/pg start)}"; \
 	TEST_DATABASE_URL="$$url" RELIABILITY=1 $(GO) test -race -count=1 -timeout 15m -v ./internal/reliability/
-	@for t in $(FUZZ_TARGETS); do \
+	@url="$${TEST_DATABASE_URL:-$$(scripts/pg start)}"; for t in $(FUZZ_TARGETS); do \
 		echo "--- fuzz $${t#*:} (./$${t%%:*}) for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./$${t%%:*}/ || exit 1; \
+		TEST_DATABASE_URL="$$url" $(GO) test -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./$${t%%:*}/ || exit 1; \
 	done
 
 ## lint: gofmt, go vet, staticcheck.

@@ -216,7 +216,7 @@ func checkIdentifier(s string) error {
 	case strings.ContainsRune(s, '"'):
 		return errors.New(`write the name without quotes: sweeprail quotes every identifier itself, exactly as written (so it is case-sensitive)`)
 	case strings.ContainsFunc(s, unicode.IsControl):
-		return errors.New("the name holds a control character")
+		return errors.New("the name holds a control character (a newline, a tab, an escape), which a SQL comment or a log line cannot carry on one line: rename the object, or point the policy at one whose name is printable")
 	}
 	return nil
 }

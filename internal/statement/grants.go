@@ -57,10 +57,10 @@ func Grants(specs []policy.Spec, role string) []string {
 					schemas[schema] = true
 				}
 				functions = append(functions, fmt.Sprintf("-- %s runs with the role's privileges unless it is SECURITY DEFINER: grant what it writes too.\nGRANT EXECUTE ON FUNCTION %s TO %s;",
-					p.Function, QuoteName(p.Function), r))
+					OneLine(p.Function), QuoteName(p.Function), r))
 			case policy.ModePartitions:
 				notes = append(notes, fmt.Sprintf("-- pass %q of sweep %q drops partitions of %s: DETACH PARTITION and DROP TABLE need the table's owner, which no GRANT gives; the drop function below does it for the role (or make the role a member of the owner, which archive_schema needs).",
-					p.Name, s.Name, p.Table))
+					p.Name, s.Name, OneLine(p.Table)))
 			}
 		}
 	}

@@ -81,7 +81,7 @@ func Title(sweep string, p policy.Pass, k Kind) string {
 // Write writes title as a comment, then each statement under a comment naming it and its
 // placeholders, ended by a semicolon: SQL a DBA can read, and plan by hand.
 func Write(w io.Writer, title string, list []Statement) error {
-	if _, err := fmt.Fprintf(w, "-- %s\n", title); err != nil {
+	if _, err := fmt.Fprintf(w, "-- %s\n", OneLine(title)); err != nil {
 		return err
 	}
 	for _, s := range list {
