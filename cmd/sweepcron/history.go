@@ -198,7 +198,7 @@ func writeHistory(w io.Writer, runs []wire.HistoryRun, sweep string) error {
 		if r.Truncated {
 			stop += " (truncated)"
 		}
-		// The lease-held answers of a minute share a row: say how many it stands for.
+		// The lease-held answers, or the idle runs, of a minute share a row: say how many it stands for.
 		if r.Requests > 1 {
 			stop += fmt.Sprintf(" ×%d", r.Requests)
 		}

@@ -1,7 +1,7 @@
 // Package history owns the run history: table sweeprail.run, one row per run, written at the
 // run's start and completed at its end, listed by GET /internal/runs and pruned past its
 // retention by every run. Answers that ran nothing because the lease was held share one row per
-// sweep and minute, which counts them (skip.go).
+// sweep and minute, which counts them (skip.go), and so do runs that found nothing to do (idle.go).
 package history
 
 import (
@@ -79,6 +79,9 @@ func (s *Store) Finish(ctx context.Context, res *wire.Result, requestID string, 
 	passJSON, err := json.Marshal(passes)
 	if err != nil {
 		return fmt.Errorf("record run end: %w", err)
+	}
+	if idle(res) {
+		return errors.Join(measureErr, s.recordIdle(ctx, res, requestID, string(passJSON)))
 	}
 	var errJSON *string
 	if res.Error != nil {

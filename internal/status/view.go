@@ -165,12 +165,12 @@ func newRunView(r wire.HistoryRun, now time.Time, red *redact.Redactor) runView 
 		v.State, v.StopReason = "unfinished", "unfinished"
 	default:
 		v.StopReason = string(*r.StopReason)
+		if r.Requests > 1 { // the lease-held answers, or the idle runs, of one minute share a row
+			v.StopReason = fmt.Sprintf("%s ×%d", v.StopReason, r.Requests)
+		}
 		switch {
 		case r.Skipped:
 			v.State = "skipped"
-			if r.Requests > 1 { // the lease-held answers of one minute share a row
-				v.StopReason = fmt.Sprintf("%s ×%d", v.StopReason, r.Requests)
-			}
 		case *r.StopReason == wire.StopBatchError:
 			v.State = "failed"
 		case r.Truncated:

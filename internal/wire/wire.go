@@ -266,9 +266,9 @@ type HistoryRun struct {
 	Passes            []HistoryPass `json:"passes"`
 	Error             *ErrorInfo    `json:"error"`
 	RequestID         string        `json:"requestId"`
-	// Requests is how many answers the row stands for: 1 for a run; for the lease-held answers
-	// of one sweep in one minute, which share a row, how many there were (RequestID is the
-	// last one's, RunID the first one's).
+	// Requests is how many answers the row stands for: 1 for a run; for the lease-held answers,
+	// or the runs that found nothing to do, of one sweep in one minute, which share a row, how
+	// many there were (RequestID and ReferenceTime are the last one's, RunID the first one's).
 	Requests int64 `json:"requests"`
 }
 
