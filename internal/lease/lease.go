@@ -39,6 +39,9 @@ type Lease struct {
 	// LockedAt is the database's now() when the lease was taken: the run's clock reading.
 	LockedAt    time.Time
 	LockedUntil time.Time
+	// TookOver is the owner of the lease this one replaced before its TTL ended, its session
+	// being gone; nil when the lease was free or expired.
+	TookOver *uuid.UUID
 }
 
 // Holder describes the lease someone else holds.
@@ -51,18 +54,29 @@ type Holder struct {
 // ErrHeld is returned by Acquire when another owner holds an unexpired lease.
 var ErrHeld = errors.New("lease held")
 
-// acquireSQL inserts the lease, or takes over an expired one, in one statement. The conflict
-// update's WHERE makes the row come back only to the winner: a live holder's row is left alone and
-// RETURNING yields nothing. Concurrent inserts of one label serialise on the primary key.
+// acquireSQL inserts the lease, or takes over an expired one or one whose holder's session is
+// gone, in one statement. The conflict update's WHERE makes the row come back only to the winner:
+// a live holder's row is left alone and RETURNING yields nothing. Concurrent inserts of one label
+// serialise on the primary key. The row keeps the acquiring session's pid and backend start; a
+// session another role's, whose start pg_stat_activity hides without pg_read_all_stats, counts as
+// alive while its pid is there. The last column is the replaced owner when its TTL had not ended.
 const acquireSQL = `
-INSERT INTO sweeprail.sweep_lock (label, owner, locked_at, locked_until)
-VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
+WITH prior AS (SELECT owner, locked_until FROM sweeprail.sweep_lock WHERE label = $1)
+INSERT INTO sweeprail.sweep_lock AS l (label, owner, locked_at, locked_until, holder_pid, holder_started)
+VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', pg_backend_pid(),
+        (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()))
 ON CONFLICT (label) DO UPDATE
-   SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until
- WHERE sweep_lock.locked_until < now()
-RETURNING locked_at, locked_until`
+   SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until,
+       holder_pid = EXCLUDED.holder_pid, holder_started = EXCLUDED.holder_started
+ WHERE l.locked_until < now()
+    OR l.holder_pid IS NOT NULL AND NOT EXISTS (
+         SELECT 1 FROM pg_stat_activity a
+          WHERE a.pid = l.holder_pid AND (a.backend_start IS NULL OR a.backend_start = l.holder_started))
+RETURNING locked_at, locked_until, (SELECT owner FROM prior WHERE prior.locked_until >= now())`
 
-// Acquire takes the lease label for ttl under a fresh owner. It returns ErrHeld, wrapped with the
+// Acquire takes the lease label for ttl under a fresh owner, for the session db runs on: the
+// caller keeps that session open until it releases the lease, since a lease whose session is
+// gone is taken over at once (Lease.TookOver says so). It returns ErrHeld, wrapped with the
 // holder's details, when another owner holds it.
 func Acquire(ctx context.Context, db Querier, label string, ttl time.Duration) (*Lease, error) {
 	if ttl <= 0 {
@@ -73,7 +87,7 @@ func Acquire(ctx context.Context, db Querier, label string, ttl time.Duration) (
 		return nil, fmt.Errorf("acquire lease %q: new owner: %w", label, err)
 	}
 	l := &Lease{Label: label, Owner: owner}
-	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds()).Scan(&l.LockedAt, &l.LockedUntil)
+	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds()).Scan(&l.LockedAt, &l.LockedUntil, &l.TookOver)
 	if errors.Is(err, pgx.ErrNoRows) {
 		h, herr := holder(ctx, db, label)
 		if herr != nil {

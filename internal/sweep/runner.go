@@ -204,7 +204,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	defer r.finish(db, log, spec, res, opts, start, span)
 
 	acquireCtx, cancel := context.WithTimeout(db, r.cfg.Settings.StatementTimeout)
-	l, err := lease.Acquire(acquireCtx, r.cfg.Pool, name, r.LeaseTTL())
+	l, closeSession, err := r.acquireLease(acquireCtx, name)
 	cancel()
 	if errors.Is(err, lease.ErrHeld) {
 		res.Skipped, res.StopReason = true, wire.StopLeaseHeld
@@ -213,6 +213,11 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	if err != nil {
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
+	}
+	defer closeSession()
+	if l.TookOver != nil {
+		res.TookOverLease = l.TookOver.String()
+		log.Warn("took over the lease of a run whose session is gone", "previous_owner", res.TookOverLease)
 	}
 	// A failed start is healed by the end, which writes the whole row when it is missing.
 	_ = r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })

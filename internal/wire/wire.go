@@ -166,6 +166,9 @@ type Result struct {
 	// HistoryError is why the run's end could not be written to the run history, when it could
 	// not: the run itself happened as the rest of the answer says. Absent when it was written.
 	HistoryError *ErrorInfo `json:"historyError,omitempty"`
+	// TookOverLease is the owner of the lease this run took over before its TTL ended, the
+	// holder's session being gone (its process or the server restarted). Absent otherwise.
+	TookOverLease string `json:"tookOverLease,omitempty"`
 }
 
 // Failed reports whether the run stopped on a failed batch, which the API answers with 500.
