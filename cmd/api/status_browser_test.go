@@ -226,11 +226,13 @@ func render(t *testing.T, browser context.Context, url string) (string, []byte) 
 	return raw, png
 }
 
-// seedMore adds n notifications within their retention, so the table grows run after run.
+// seedMore adds n notifications within their retention, so the table grows run after run, and
+// one past it per account, so each run has work and a row of its own in the history.
 func seedMore(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	if _, err := pool.Exec(context.Background(), `INSERT INTO notifications (account_id, kind, read_at)
-		SELECT id, 'mention', now() FROM accounts, generate_series(1, $1::int)`, n); err != nil {
+		SELECT id, 'mention', now() FROM accounts, generate_series(1, $1::int)
+		UNION ALL SELECT id, 'mention', now() - interval '90 days' FROM accounts`, n); err != nil {
 		t.Fatal(err)
 	}
 }
