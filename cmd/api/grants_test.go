@@ -158,6 +158,21 @@ func TestGrants(t *testing.T) {
 		if !strings.Contains(out, `CREATE OR REPLACE FUNCTION %s(part regclass, keep boolean DEFAULT false)`) {
 			t.Fatalf("grants lack the drop function:\n%s", out)
 		}
+		for _, want := range []string{
+			"-- the database clock minus 3d (pass expired's retention, at least its min_retention)",
+			"run it again after changing the pass's retention,\n-- min_retention, time_zone or age_unit",
+			"SET LOCAL sweeprail.grant_retention_seconds = 259200;",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("grants lack %q:\n%s", want, out)
+			}
+		}
+		// A role's name with a newline stays on its comment lines, escaped; elsewhere it is quoted.
+		smuggled := grantsFor(t, map[string]string{}, "--role", "x\nDROP TABLE part_events; --", partPolicy)
+		if !strings.Contains(smuggled, `-- The least privileges of role "x\nDROP TABLE part_events; --" for`) ||
+			!strings.Contains(smuggled, "SET LOCAL sweeprail.grant_role = \"x\nDROP TABLE part_events; --\";") {
+			t.Errorf("a role's name with a newline, not escaped in comments and quoted elsewhere:\n%s", smuggled)
+		}
 		u, admin, exec := withRole(t, role)
 		// Ten daily partitions, the last ending tomorrow, one row at each day's noon.
 		exec(`CREATE TABLE part_events (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at)`)
