@@ -57,14 +57,15 @@ var ErrHeld = errors.New("lease held")
 // acquireSQL inserts the lease, or takes over an expired one or one whose holder's session is
 // gone, in one statement. The conflict update's WHERE makes the row come back only to the winner:
 // a live holder's row is left alone and RETURNING yields nothing. Concurrent inserts of one label
-// serialise on the primary key. The row keeps the acquiring session's pid and backend start; a
+// serialise on the primary key. The row keeps the holding session's pid and backend start ($4
+// and $5, or the acquiring session's when they are NULL); a
 // session another role's, whose start pg_stat_activity hides without pg_read_all_stats, counts as
 // alive while its pid is there. The last column is the replaced owner when its TTL had not ended.
 const acquireSQL = `
 WITH prior AS (SELECT owner, locked_until FROM sweeprail.sweep_lock WHERE label = $1)
 INSERT INTO sweeprail.sweep_lock AS l (label, owner, locked_at, locked_until, holder_pid, holder_started)
-VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', pg_backend_pid(),
-        (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()))
+VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', coalesce($4::int, pg_backend_pid()),
+        coalesce($5::timestamptz, (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())))
 ON CONFLICT (label) DO UPDATE
    SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until,
        holder_pid = EXCLUDED.holder_pid, holder_started = EXCLUDED.holder_started
@@ -79,6 +80,23 @@ RETURNING locked_at, locked_until, (SELECT owner FROM prior WHERE prior.locked_u
 // gone is taken over at once (Lease.TookOver says so). It returns ErrHeld, wrapped with the
 // holder's details, when another owner holds it.
 func Acquire(ctx context.Context, db Querier, label string, ttl time.Duration) (*Lease, error) {
+	return acquire(ctx, db, label, ttl, nil)
+}
+
+// Session is a backend that holds a lease for its whole run: its pid and its backend start.
+type Session struct {
+	PID     int32
+	Started time.Time
+}
+
+// AcquireFor takes the lease label for ttl, as Acquire does, on behalf of the session s, which
+// the caller keeps (in an open transaction, so that a pooler in transaction mode cannot give
+// its backend to another client) until it releases the lease: db may be any connection.
+func AcquireFor(ctx context.Context, db Querier, label string, ttl time.Duration, s Session) (*Lease, error) {
+	return acquire(ctx, db, label, ttl, &s)
+}
+
+func acquire(ctx context.Context, db Querier, label string, ttl time.Duration, s *Session) (*Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("acquire lease %q: ttl must be positive, got %s", label, ttl)
 	}
@@ -87,7 +105,12 @@ func Acquire(ctx context.Context, db Querier, label string, ttl time.Duration) (
 		return nil, fmt.Errorf("acquire lease %q: new owner: %w", label, err)
 	}
 	l := &Lease{Label: label, Owner: owner}
-	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds()).Scan(&l.LockedAt, &l.LockedUntil, &l.TookOver)
+	var pid *int32
+	var started *time.Time
+	if s != nil {
+		pid, started = &s.PID, &s.Started
+	}
+	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds(), pid, started).Scan(&l.LockedAt, &l.LockedUntil, &l.TookOver)
 	if errors.Is(err, pgx.ErrNoRows) {
 		h, herr := holder(ctx, db, label)
 		if herr != nil {

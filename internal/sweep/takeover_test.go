@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -13,7 +14,7 @@ import (
 
 // TestLeaseTakeover: a run takes over at once the lease of a run whose session is gone and says
 // so in its answer; a run whose session lives, blocked mid-batch on another connection's lock,
-// keeps its lease against a second run.
+// keeps its lease against a second run, directly and behind a pooler in transaction mode.
 func TestLeaseTakeover(t *testing.T) {
 	t.Parallel()
 
@@ -42,34 +43,48 @@ func TestLeaseTakeover(t *testing.T) {
 		}
 	})
 
-	t.Run("two live runs never overlap", func(t *testing.T) {
-		t.Parallel()
-		pool, u := poolAndURL(t)
-		s := settings()
-		s.LockTimeout = 30 * time.Second
-		r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s})
-		seedNotifications(t, pool, dbNow(t, pool), 10, 0)
-		tx, pid := begin(t, u)
-		if _, err := tx.Exec(ctx, `LOCK TABLE notifications IN ACCESS EXCLUSIVE MODE`); err != nil {
-			t.Fatal(err)
-		}
-		first := make(chan *wire.Result, 1)
-		go func() {
-			res, _ := r.Run(ctx, "notifications", sweep.Options{})
-			first <- res
-		}()
-		waitBlockedBy(t, pool, pid)
-		if n := count(t, pool, `SELECT count(*) FROM sweeprail.sweep_lock WHERE holder_pid IS NOT NULL`); n != 1 {
-			t.Fatalf("%d leases naming a session, want the blocked run's", n)
-		}
-		if second := run(t, r, "notifications"); !second.Skipped || second.StopReason != wire.StopLeaseHeld {
-			t.Fatalf("second run while the first is blocked: %+v, want lease-held", second)
-		}
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if res := <-first; res == nil || res.Deleted != 10 || res.TookOverLease != "" {
-			t.Fatalf("first run %+v, want 10 deleted and no takeover", res)
-		}
-	})
+	// Through a pooler in transaction mode, a session is a backend only while a transaction
+	// holds it: the lease's session must be one, or the pooler could retire the backend the
+	// lease names while the run goes on, and a second run take the lease over.
+	for _, via := range []string{"direct", "transaction"} {
+		t.Run("two live runs never overlap, "+via, func(t *testing.T) {
+			t.Parallel()
+			direct, u := poolAndURL(t)
+			pool := direct
+			if via != "direct" {
+				var err error
+				if pool, err = dbpool.NewPool(ctx, dbtest.PoolerURL(t, via, u)); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(pool.Close)
+			}
+			s := settings()
+			s.LockTimeout = 30 * time.Second
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s})
+			seedNotifications(t, direct, dbNow(t, direct), 10, 0)
+			tx, pid := begin(t, u)
+			if _, err := tx.Exec(ctx, `LOCK TABLE notifications IN ACCESS EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			first := make(chan *wire.Result, 1)
+			go func() {
+				res, _ := r.Run(ctx, "notifications", sweep.Options{})
+				first <- res
+			}()
+			waitBlockedBy(t, direct, pid)
+			if n := count(t, direct, `SELECT count(*) FROM sweeprail.sweep_lock l JOIN pg_stat_activity a
+  ON a.pid = l.holder_pid AND a.backend_start = l.holder_started AND a.state = 'idle in transaction'`); n != 1 {
+				t.Fatalf("%d leases naming a session held in a transaction, want the blocked run's", n)
+			}
+			if second := run(t, r, "notifications"); !second.Skipped || second.StopReason != wire.StopLeaseHeld {
+				t.Fatalf("second run while the first is blocked: %+v, want lease-held", second)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if res := <-first; res == nil || res.Deleted != 10 || res.TookOverLease != "" {
+				t.Fatalf("first run %+v, want 10 deleted and no takeover", res)
+			}
+		})
+	}
 }
