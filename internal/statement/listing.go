@@ -63,6 +63,7 @@ func List(p policy.Pass, set Set, arch *Archive) []Statement {
 			add(form.name+", heap path"+capped, form.b.Heap)
 		}
 	}
+	add("end of a run: the retention lag, the oldest eligible row's seconds past the cutoff", set.Lag)
 	add("dry run: the exact count", set.Count)
 	if p.Mode == policy.ModeSingle || p.Mode == policy.ModePerRow {
 		add("dry run: the eligible rows, as the planner estimates them", set.Estimate)

@@ -61,6 +61,9 @@ type Set struct {
 	// Probe is the batch select without its keep guards, which the index verdict plans: the
 	// guards' lookups are judged from the catalog, which keeps the verdict on the swept table.
 	Probe Form
+	// Lag is the retention lag, read at the end of a run: the seconds the oldest eligible row is
+	// past the cutoff, by the age index's first eligible entry; NULL when none is left.
+	Lag Form
 	// Estimate is the eligible rows as the planner sees them (the top node of its plan), and
 	// Total every row of the table: the eligible share the access path is chosen from.
 	Estimate, Total Form
@@ -194,6 +197,7 @@ func Build(p policy.Pass, k Kind) Set {
 		Single:     build("single", f, Answer{Row: true, Children: len(v.Children)}, Cutoff),
 		Count:      build("count", f, Answer{}, Cutoff),
 		Probe:      build("probe", f, Answer{}, Cutoff, Limit),
+		Lag:        build("lag", f, Answer{}, Cutoff),
 		Estimate:   build("estimate", f, Answer{}, Cutoff),
 		Total:      build("total", f, Answer{}),
 	}

@@ -21,8 +21,11 @@
   retention in wall-clock arithmetic, and for a date that reading's date. A number of Unix time
   (age_unit) is compared with the cutoff in its unit.
 */}}
-{{define "age-test" -}}
-t.{{.Age}} < {{if .PerSecond}}{{template "epoch-cutoff" .PerSecond}}
+{{define "age-test"}}t.{{.Age}} < {{template "cutoff-value" .}}{{end}}
+
+{{/* The cutoff as the age column compares with it: the right side of the age test. */}}
+{{define "cutoff-value" -}}
+{{if .PerSecond}}{{template "epoch-cutoff" .PerSecond}}
 {{- else if eq .Kind "timestamptz"}}{{cutoff}}::timestamptz
 {{- else}}((({{cutoff}}::timestamptz + {{.Interval}}) AT TIME ZONE {{.Zone}}) - {{.Interval}}){{if eq .Kind "date"}}::date{{end}}
 {{- end}}

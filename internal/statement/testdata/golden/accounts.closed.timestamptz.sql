@@ -6,6 +6,10 @@ SELECT "erase_account"(k.key) FROM (
   SELECT t."id" AS key FROM "accounts" AS t WHERE t."closed_at" < $1::timestamptz ORDER BY t."closed_at" LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT extract(epoch FROM $1::timestamptz - t."closed_at")::float8 FROM "accounts" AS t WHERE t."closed_at" < $1::timestamptz ORDER BY t."closed_at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "accounts" AS t WHERE t."closed_at" < $1::timestamptz;

@@ -90,6 +90,10 @@ WITH deleted AS (
   RETURNING t."occurred_at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT extract(epoch FROM $1::timestamptz - t."occurred_at")::float8 FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz ORDER BY t."occurred_at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "audit"."log" AS t WHERE (t.bucket = 'debug') AND t."occurred_at" < $1::timestamptz;

@@ -108,6 +108,10 @@ archived AS (
   RETURNING 1)
 SELECT count(*), max(deleted."occurred_at"), (SELECT count(*) FROM archived) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT extract(epoch FROM ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds') - t."occurred_at")::float8 FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds') ORDER BY t."occurred_at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "audit"."log" AS t WHERE (t.bucket = 'operational') AND t."occurred_at" < ((($1::timestamptz + interval '7776000 seconds') AT TIME ZONE 'UTC') - interval '7776000 seconds');

@@ -75,6 +75,10 @@ WITH deleted AS (
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT extract(epoch FROM ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds') - t."at")::float8 FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds') ORDER BY t."at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds');

@@ -108,6 +108,10 @@ c0 AS (
   RETURNING 1)
 SELECT count(*), max(age), (SELECT count(*) FROM c0) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT (((((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')::date) - t."read_at") * 86400)::float8 FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')::date ORDER BY t."read_at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 WITH p AS MATERIALIZED (SELECT t."id" AS r0 FROM "notifications" AS t WHERE t."read_at" < ((($1::timestamptz + interval '2592000 seconds') AT TIME ZONE 'Europe/Paris') - interval '2592000 seconds')::date)

@@ -75,6 +75,10 @@ WITH deleted AS (
   RETURNING t."dispatched_at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT extract(epoch FROM ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') - t."dispatched_at")::float8 FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz))) ORDER BY t."dispatched_at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "outbox_events" AS t WHERE (t.dispatched_at IS NOT NULL) AND t."dispatched_at" < ((($1::timestamptz + interval '604800 seconds') AT TIME ZONE 'UTC') - interval '604800 seconds') AND NOT EXISTS (SELECT 1 FROM "webhook_deliveries" AS g WHERE g."outbox_event_id" = t."id") AND NOT EXISTS (SELECT 1 FROM "app"."replays" AS g WHERE g."event_ref" = t."ref" AND (g.state = 'pending' AND g.requested_at > ($1::timestamptz)));

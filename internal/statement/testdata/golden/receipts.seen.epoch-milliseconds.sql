@@ -75,6 +75,10 @@ WITH deleted AS (
   RETURNING t."received_ts" AS age)
 SELECT count(*), max(age) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT ((floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint) - t."received_ts")::float8 / 1000 FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint))) ORDER BY t."received_ts" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "receipts" AS t WHERE (t.expiry_ts IS NULL OR t.expiry_ts < (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)) AND t."received_ts" < floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint AND NOT EXISTS (SELECT 1 FROM "pushers" AS g WHERE g."last_receipt_id" = t."id" AND (g.last_seen > (floor(extract(epoch FROM $1::timestamptz) * 1000)::bigint)));

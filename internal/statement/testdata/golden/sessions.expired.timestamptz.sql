@@ -7,6 +7,10 @@ WITH deleted AS (
   RETURNING 1 AS one)
 SELECT count(*) FROM deleted;
 
+-- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
+--   $1 cutoff (timestamptz: the run's reference time minus the retention)
+SELECT (SELECT extract(epoch FROM $1::timestamptz - t."expires_at")::float8 FROM "sessions" AS t WHERE t."expires_at" < $1::timestamptz ORDER BY t."expires_at" LIMIT 1);
+
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT count(*) FROM "sessions" AS t WHERE t."expires_at" < $1::timestamptz;
