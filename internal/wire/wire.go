@@ -121,6 +121,8 @@ type PassResult struct {
 	// LockRetries counts the batches that met a row another transaction held and were run again
 	// skipping held rows (FOR UPDATE SKIP LOCKED); those rows wait for the next run.
 	LockRetries int `json:"lockRetries,omitempty"`
+	// Lag is the pass's retention lag at the end of the run; nil when the run ended before it.
+	Lag *Lag `json:"lag,omitempty"`
 }
 
 // ChildRows counts the rows of one delete_with child table: deleted with their parents in a run,
@@ -304,6 +306,8 @@ type HistoryPass struct {
 	// Children and Cascades are PassResult's: what went with the pass's rows, per table.
 	Children []ChildRows   `json:"children,omitempty"`
 	Cascades []CascadeRows `json:"cascades,omitempty"`
+	// Lag is PassResult's; nil in runs recorded before the history kept it.
+	Lag *Lag `json:"lag,omitempty"`
 }
 
 // The range of GET /internal/runs's limit.
