@@ -89,7 +89,8 @@ func historyPasses(res *wire.Result, tables map[string]string, sizes map[string]
 		h := wire.HistoryPass{Pass: p.Pass, Deleted: p.Deleted, Archived: p.Archived,
 			PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason, Path: p.Path,
 			Children: p.Children, Cascades: p.Cascades, Recovered: p.Recovered,
-			Processed: p.Processed, CutoffEpoch: p.CutoffEpoch, AgeUnit: p.AgeUnit, DurationMs: p.DurationMs}
+			Processed: p.Processed, CutoffEpoch: p.CutoffEpoch, AgeUnit: p.AgeUnit, DurationMs: p.DurationMs,
+			Lag: p.Lag}
 		if !p.Cutoff.IsZero() {
 			cutoff := p.Cutoff
 			h.Cutoff = &cutoff

@@ -49,6 +49,7 @@ type Metrics struct {
 	throttled     *prometheus.CounterVec
 	unsigned      prometheus.Counter
 	historyFails  *prometheus.CounterVec
+	lag           lagGauges
 }
 
 // New builds the collectors, registers them on reg and exports every combination of labels at zero.
@@ -105,7 +106,8 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Help: "Runs whose end could not be written to the run history (sweeprail.run), by sweep.",
 		}, []string{"sweep"}),
 	}
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails} {
+	m.lag = newLagGauges()
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails, m.lag.seconds, m.lag.measured} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -116,6 +118,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 				m.rowsDeleted.WithLabelValues(s.Name, p, t)
 			}
 			m.partsDropped.WithLabelValues(s.Name, p)
+			m.lag.zero(s.Name, p)
 		}
 		for p, t := range s.PerRow {
 			m.rowsProcessed.WithLabelValues(s.Name, p, t)

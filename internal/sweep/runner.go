@@ -250,6 +250,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			break
 		}
 	}
+	r.measureLags(db, log, spec, sts, ref, res)
 	return res, nil
 }
 

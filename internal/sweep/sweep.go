@@ -21,6 +21,7 @@
 //	dryrun.go          DryRun: counts, estimates and the index verdict, writing nothing
 //	dryruncount.go     the dry run's count statement, cascades included, and its rows
 //	dryruntriggers.go  the dry run's list of DELETE triggers
+//	lag.go             the retention lag of each pass, read at the end of a run
 //
 // The answers the API serves are the types of package wire.
 package sweep
