@@ -148,6 +148,9 @@ type API struct {
 	// RunHistoryRetention is how long the run history keeps a run (a Go duration, or whole days
 	// such as 90d); every run prunes what is older.
 	RunHistoryRetention Days `env:"RUN_HISTORY_RETENTION" envDefault:"90d"`
+	// ExpectedInterval is how often sweepcron calls each sweep, which the retention verdict
+	// judges staleness and overdue rows by; empty or unset: inferred from the run history.
+	ExpectedInterval time.Duration `env:"SWEEP_EXPECTED_INTERVAL" empty:"unset"`
 	// StatusAddr, when set, serves the read-only status page (GET /status) on a listener of its
 	// own; unset or empty: off. Meant for loopback, reached by a port-forward.
 	StatusAddr string `env:"STATUS_ADDR" empty:"unset"`

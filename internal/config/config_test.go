@@ -135,6 +135,7 @@ func TestLoadAPIAccepts(t *testing.T) {
 		{"replica lag just below the deadline", map[string]string{"MAX_REPLICA_LAG": "89999ms"}},
 		{"replica lag bytes at 1 MiB", map[string]string{"MAX_REPLICA_LAG_BYTES": "1048576"}},
 		{"run history in days", map[string]string{"RUN_HISTORY_RETENTION": "400d"}},
+		{"expected interval of an hour", map[string]string{"SWEEP_EXPECTED_INTERVAL": "1h"}},
 		// 16 two-byte runes: the length is counted in bytes, not characters.
 		{"key of 32 UTF-8 bytes", map[string]string{"INTERNAL_SIGNING_KEY": strings.Repeat("é", 16)}},
 	}
@@ -214,6 +215,12 @@ func TestLoadAPIBounds(t *testing.T) {
 			[]string{"MAX_REPLICA_LAG=10s must be < SWEEP_DEADLINE=10s"}},
 		{"replica lag bytes negative", map[string]string{"MAX_REPLICA_LAG_BYTES": "-1"},
 			[]string{"MAX_REPLICA_LAG_BYTES=-1 must be >= 1048576"}},
+		{"expected interval under a minute", map[string]string{"SWEEP_EXPECTED_INTERVAL": "30s"},
+			[]string{"SWEEP_EXPECTED_INTERVAL=30s must be at least 1m"}},
+		{"expected interval past the history", map[string]string{"SWEEP_EXPECTED_INTERVAL": "744h", "RUN_HISTORY_RETENTION": "90d"},
+			[]string{"SWEEP_EXPECTED_INTERVAL=744h times 3 must be within RUN_HISTORY_RETENTION=90d"}},
+		{"expected interval malformed", map[string]string{"SWEEP_EXPECTED_INTERVAL": "hourly"},
+			[]string{"SWEEP_EXPECTED_INTERVAL"}},
 		{"run history kept less than a day", map[string]string{"RUN_HISTORY_RETENTION": "12h"},
 			[]string{"RUN_HISTORY_RETENTION=12h must be at least 1d"}},
 		{"run history retention malformed", map[string]string{"RUN_HISTORY_RETENTION": "ninety days"},

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // checkAPI holds the API's checks between variables and its ranges.
@@ -69,6 +71,7 @@ func (r *report) checkAPI(c *API) {
 	}
 	r.checkReplicaLag(c)
 	r.checkRunHistory(c)
+	r.checkExpectedInterval(c)
 	r.checkStatusAddr(c)
 	if r.ok(maxAge) && c.SignatureMaxAge > 0 && c.SignatureMaxAge < signatureResolution {
 		r.addf(maxAge, "%s must be >= %v: signature timestamps are whole seconds", r.show(maxAge), signatureResolution)
@@ -114,6 +117,22 @@ func (r *report) checkRunHistory(c *API) {
 	const name = "RUN_HISTORY_RETENTION"
 	if r.ok(name) && time.Duration(c.RunHistoryRetention) < 24*time.Hour {
 		r.addf(name, "%s must be at least 1d: the history answers for what happened last night", r.show(name))
+	}
+}
+
+// checkExpectedInterval keeps SWEEP_EXPECTED_INTERVAL to what a cron schedule can be: a minute
+// at least (a sweep called more often than its lease allows only skips), and within the history's
+// retention, past which no run would be left to judge it by.
+func (r *report) checkExpectedInterval(c *API) {
+	const name, history = "SWEEP_EXPECTED_INTERVAL", "RUN_HISTORY_RETENTION"
+	if !r.set(name) || !r.ok(name) {
+		return
+	}
+	if c.ExpectedInterval < time.Minute {
+		r.addf(name, "%s must be at least 1m: sweepcron's schedule, not a run's budget", r.show(name))
+	} else if r.ok(history) && c.ExpectedInterval*wire.StaleIntervals > time.Duration(c.RunHistoryRetention) {
+		r.addf(name, "%s times %d must be within %s: a stale sweep's last run would be pruned first",
+			r.show(name), wire.StaleIntervals, r.show(history))
 	}
 }
 
