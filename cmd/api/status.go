@@ -61,6 +61,8 @@ func listenStatus(ctx context.Context, cfg config.API, poolCfg *pgxpool.Config, 
 		History:  history.New(pool, time.Duration(cfg.RunHistoryRetention)),
 		Redactor: red,
 		Logger:   logger,
+
+		ExpectedInterval: cfg.ExpectedInterval,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -67,6 +67,8 @@ type Deps struct {
 	Runs int
 	// Timeout bounds a page view's reads of the history; 0 means defaultTimeout.
 	Timeout time.Duration
+	// ExpectedInterval is SWEEP_EXPECTED_INTERVAL, the verdicts' schedule; 0 infers it.
+	ExpectedInterval time.Duration
 }
 
 //go:embed page.html
@@ -154,7 +156,9 @@ func handlePage(d Deps) http.Handler {
 			}
 			runs[s.Name] = list
 		}
-		p := buildPage(d.Specs, runs, d.Now(), d.Redactor)
+		now := d.Now()
+		p := buildPage(d.Specs, runs, now, d.Redactor)
+		judge(&p, runs, now, d.ExpectedInterval)
 		p.Problem = problem
 		var buf bytes.Buffer
 		if err := render(&buf, p); err != nil {

@@ -27,14 +27,19 @@ type page struct {
 	Runs      []runView
 	// NeverRun counts the sweeps with no run in the history.
 	NeverRun int
+	// Summary is the retention verdicts in a line ("9 of 9 sweeps bounded"); AllBounded says
+	// whether it is good news.
+	Summary    string
+	AllBounded bool
 }
 
 // sweepView is one sweep of the catalog: its newest run and its passes.
 type sweepView struct {
 	Name string
 	// Last is the newest run; nil when the sweep never ran (within the history's retention).
-	Last   *runView
-	Passes []passView
+	Last    *runView
+	Passes  []passView
+	Verdict verdictView
 }
 
 // passView is one pass: what the policy says, and what its newest run that ran it did.
