@@ -199,6 +199,8 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 		Gatherer:   reg,
 		RunContext: runCtx,
 		MaxDryRuns: cfg.MaxDryRuns,
+
+		ExpectedInterval: cfg.ExpectedInterval,
 		Bounds: httpapi.Bounds{
 			ServerWriteTimeout:   cfg.ServerWriteTimeout,
 			SignatureMaxAge:      cfg.SignatureMaxAge,

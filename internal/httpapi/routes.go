@@ -25,7 +25,8 @@ func addRoutes(mux *chi.Mux, d Deps, signed func(http.Handler) http.Handler) {
 
 	mux.Route("/internal", func(r chi.Router) {
 		r.Use(ensureSigned(signed))
-		r.With(strictQuery(d.Logger, "GET /internal/sweeps")).Method(http.MethodGet, "/sweeps", handleCatalog(d.Logger, d.Runner, d.Bounds))
+		r.With(strictQuery(d.Logger, "GET /internal/sweeps")).Method(http.MethodGet, "/sweeps", handleCatalog(d.Logger, d.Runner, d.Bounds,
+			judging{history: d.History, expected: d.ExpectedInterval, now: d.Now}))
 		r.With(refuseQuery(d.Logger)).Method(http.MethodPost, "/sweep-{name}",
 			handleSweep(d.Logger, d.Runner, d.RunContext, newDryRunSlots(d.MaxDryRuns, d.Runner.Settings().CountTimeout)))
 		r.With(strictQuery(d.Logger, "GET /internal/runs", "sweep", "limit")).Method(http.MethodGet, "/runs",

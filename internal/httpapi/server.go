@@ -75,6 +75,9 @@ type Deps struct {
 	// MaxDryRuns caps the dry runs counting at once; past it a dry run answers 429 busy.
 	// 0 means defaultMaxDryRuns.
 	MaxDryRuns int
+	// ExpectedInterval is SWEEP_EXPECTED_INTERVAL, the schedule the catalog's retention
+	// verdicts are judged by; 0 infers it from the history.
+	ExpectedInterval time.Duration
 }
 
 // Bounds are the server's own limits, which GET /internal/sweeps reports next to the runner's

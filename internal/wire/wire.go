@@ -328,6 +328,9 @@ type CatalogSweep struct {
 	Name   string        `json:"name"`
 	Route  string        `json:"route"`
 	Passes []CatalogPass `json:"passes"`
+	// Retention is the sweep's retention verdict, judged from its run history as the request
+	// was answered; absent on a server without a history, or when it could not be read.
+	Retention *SweepVerdict `json:"retention,omitempty"`
 }
 
 // CatalogPass is one pass of a sweep, every field of its policy.
