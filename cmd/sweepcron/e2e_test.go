@@ -116,10 +116,15 @@ func TestEndToEnd(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("history: exit %d (%v)\n%s", code, err, stderr)
 		}
-		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		table, verdicts, _ := strings.Cut(stdout, "\n\n")
+		lines := strings.Split(strings.TrimSpace(table), "\n")
 		if len(lines) != 3 || !strings.Contains(lines[1], "outbox") || !strings.Contains(lines[1], "batch-error") ||
 			!strings.Contains(lines[2], "error 23503") {
 			t.Fatalf("history --sweep outbox:\n%s", stdout)
+		}
+		// The retention verdicts follow, as GET /internal/sweeps judges them.
+		if !strings.Contains(verdicts, "retention: ") || !strings.Contains(verdicts, "outbox  failing") {
+			t.Fatalf("history --sweep outbox: verdicts:\n%s", verdicts)
 		}
 		code, stdout, _, _ = runCron(t, t.Context(), env, "history", "--limit", "100")
 		if code != 0 || strings.Count(stdout, "\n") < len(policy.Catalog())+1 || !strings.Contains(stdout, "lease-held") {

@@ -27,7 +27,8 @@ const historyUsage = `Usage: sweepcron history [--sweep NAME] [--limit N] [--jso
 
 Prints the API's run history (GET /internal/runs), newest first as the API orders it: one line per
 run, skipped and failed runs included, with an indented line for a run's error. --json prints the
-API's answer as it came. Needs API_URL and INTERNAL_SIGNING_KEY; INTERNAL_FETCH_TIMEOUT bounds the
+API's answer as it came. Under the table, each sweep's retention verdict (GET /internal/sweeps),
+after the summary line the status page opens with. Needs API_URL and INTERNAL_SIGNING_KEY; INTERNAL_FETCH_TIMEOUT bounds the
 request.
 
 Flags:
@@ -97,6 +98,8 @@ func (c *cli) history(ctx context.Context, args []string, environ map[string]str
 			return err
 		}
 	} else if err := writeHistory(c.stdout, *a.Runs, o.sweep); err != nil {
+		return err
+	} else if err := writeVerdicts(ctx, c.stdout, cl, o.sweep); err != nil {
 		return err
 	}
 	return unrecordedError(a.Unrecorded)

@@ -53,8 +53,8 @@ func TestHistoryTable(t *testing.T) {
 	}
 
 	calls := f.allCalls()
-	if len(calls) != 1 {
-		t.Fatalf("%d calls, want 1", len(calls))
+	if len(calls) != 2 || calls[1].Path != "/internal/sweeps" {
+		t.Fatalf("%d calls, want the history's and the verdicts'", len(calls))
 	}
 	c := calls[0]
 	if c.Method != http.MethodGet || c.Path != "/internal/runs" || c.RawQuery != "limit=5&sweep=notifications" || len(c.Body) != 0 {
