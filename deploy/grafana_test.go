@@ -41,6 +41,7 @@ var requiredMetrics = []string{
 	"sweeprail_throttled_seconds_total",
 	"sweeprail_last_success_timestamp_seconds",
 	"sweeprail_auth_failures_total",
+	"sweeprail_retention_lag_seconds",
 }
 
 // grafanaVars are the values the dashboard's variables are replaced with before promtool reads
