@@ -8,7 +8,7 @@ import (
 // catalogWithVerdicts is GET /internal/sweeps as an API with a run history answers it.
 const catalogWithVerdicts = `{"sweeps":[
 {"name":"notifications","route":"/internal/sweep-notifications","passes":[],
- "retention":{"verdict":"bounded","reason":"nothing overdue by more than one interval","lagSeconds":0,"measuredAt":"2026-11-24T09:15:01Z","intervalSeconds":3600,"lastRunAt":"2026-11-24T09:15:00Z","passes":[]}},
+ "retention":{"verdict":"bounded","reason":"nothing overdue","lagSeconds":0,"measuredAt":"2026-11-24T09:15:01Z","intervalSeconds":3600,"lastRunAt":"2026-11-24T09:15:00Z","passes":[]}},
 {"name":"audit-log","route":"/internal/sweep-audit-log","passes":[],
  "retention":{"verdict":"draining","reason":"overdue and shrinking: operational","lagSeconds":18000,"measuredAt":"2026-11-28T09:16:30Z","intervalSeconds":3600,"lastRunAt":"2026-11-28T09:15:00Z","catchUpAt":"2026-11-28T13:00:00Z","passes":[]}}
 ],"bounds":{"serverWriteTimeoutMs":120000}}`
@@ -25,7 +25,7 @@ func TestHistoryVerdicts(t *testing.T) {
 		{"every sweep", nil, []string{
 			"retention: 1 of 2 sweeps bounded; 1 draining",
 			"SWEEP          VERDICT   LAG     CATCH-UP              WHY",
-			"notifications  bounded   0s      -                     nothing overdue by more than one interval",
+			"notifications  bounded   0s      -                     nothing overdue",
 			"audit-log      draining  5h0m0s  2026-11-28T13:00:00Z  overdue and shrinking: operational",
 		}},
 		{"one sweep", []string{"--sweep", "audit-log"}, []string{

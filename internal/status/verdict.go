@@ -10,7 +10,7 @@ import (
 // verdictView is a sweep's retention verdict as the page shows it.
 type verdictView struct {
 	Verdict string
-	// Lag says the largest known lag of its passes ("" when none is known), CatchUp when the
+	// Lag says the largest lag of its passes ("" when none is known or none is left), CatchUp when the
 	// draining is estimated to end ("" unless draining).
 	Lag, CatchUp, Reason string
 }
@@ -23,11 +23,7 @@ func judge(p *page, runs map[string][]wire.HistoryRun, now time.Time, expected t
 		v := wire.Judge(runs[p.Sweeps[i].Name], now, expected)
 		verdicts = append(verdicts, v.Verdict)
 		view := verdictView{Verdict: string(v.Verdict), Reason: v.Reason}
-		switch {
-		case v.LagSeconds == nil:
-		case *v.LagSeconds == 0:
-			view.Lag = "nothing overdue"
-		default:
+		if v.LagSeconds != nil && *v.LagSeconds > 0 {
 			view.Lag = "oldest eligible row " + formatLag(*v.LagSeconds) + " past its cutoff"
 		}
 		if v.CatchUpAt != nil {

@@ -121,7 +121,7 @@ func Judge(runs []HistoryRun, now time.Time, expected time.Duration) SweepVerdic
 // judgePasses sets v's pass verdicts and the sweep's worst of them from the finished runs.
 func judgePasses(v *SweepVerdict, finished []HistoryRun, interval time.Duration) {
 	threshold := interval.Seconds()
-	v.Verdict, v.Reason = VerdictBounded, "nothing overdue by more than one interval"
+	v.Verdict, v.Reason = VerdictBounded, "nothing overdue"
 	var overdue []string
 	for _, hp := range finished[0].Passes {
 		pv := judgePass(hp.Pass, finished, threshold)
@@ -140,6 +140,10 @@ func judgePasses(v *SweepVerdict, finished []HistoryRun, interval time.Duration)
 		}
 	}
 	switch v.Verdict {
+	case VerdictBounded:
+		if v.LagSeconds != nil && *v.LagSeconds > 0 {
+			v.Reason = "overdue by less than one interval"
+		}
 	case VerdictDraining:
 		v.Reason = "overdue and shrinking: " + strings.Join(overdue, ", ")
 	case VerdictBehind:
