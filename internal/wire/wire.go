@@ -1,7 +1,8 @@
 // Package wire is the JSON contract between the API and its callers: the answer of a sweep route
 // and of its dry run, the stop reasons and their order, the catalog of GET /internal/sweeps with
-// its bounds, and the range of a request's batchSize. The API encodes these types and sweepcron
-// decodes them, so the two cannot drift apart.
+// its bounds, and the range of a request's batchSize; and the retention verdict judged from a
+// sweep's run history (verdict.go), which the API, its status page and sweepcron all show. The API
+// encodes these types and sweepcron decodes them, so the two cannot drift apart.
 //
 // It imports nothing but the standard library: sweepcron links it, and must not link the engine
 // (pgx). docs/DESIGN.md describes every field.
