@@ -47,6 +47,9 @@ type Fault struct {
 	// Statement, when set, matches a client Query or Parse message whose text contains it; empty
 	// matches the server's CommandComplete "COMMIT".
 	Statement string
+	// In, for a COMMIT, matches only the commit of a transaction that sent a statement
+	// containing it (a batch's DELETE, not a survey's read-only transaction).
+	In string
 	// Action is what it does.
 	Action Action
 	// Delay is Latency's added delay per server message.
@@ -57,10 +60,11 @@ type Fault struct {
 
 // Proxy forwards connections from its listener to Upstream.
 type Proxy struct {
-	ln       net.Listener
 	upstream string
+	addr     string
 
 	mu     sync.Mutex
+	ln     net.Listener
 	fault  *Fault
 	seen   int
 	fired  chan struct{}
@@ -75,14 +79,14 @@ func Start(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream, conns: map[*pair]struct{}{}, fired: make(chan struct{})}
+	p := &Proxy{ln: ln, addr: ln.Addr().String(), upstream: upstream, conns: map[*pair]struct{}{}, fired: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
 }
 
 // Addr is the proxy's listening address, host:port.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
 
 // Arm sets the fault the proxy fires next, replacing any other, and counts matches from zero.
 // The channel it returns is closed when the fault fires.
@@ -108,12 +112,36 @@ func (p *Proxy) Heal() {
 	}
 }
 
+// Down stops accepting connections, as a server out of reach would: a dial is refused. The
+// connections it holds go on.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	_ = ln.Close()
+}
+
+// Up accepts connections again, on the same address.
+func (p *Proxy) Up() error {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("listen again: %w", err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.accept()
+	return nil
+}
+
 // Close stops listening, closes every connection and waits for the proxy's goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
+	ln := p.ln
 	p.mu.Unlock()
-	err := p.ln.Close()
+	err := ln.Close()
 	p.Heal()
 	p.wg.Wait()
 	return err
@@ -121,8 +149,11 @@ func (p *Proxy) Close() error {
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
 	for {
-		client, err := p.ln.Accept()
+		client, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -138,6 +169,27 @@ type pair struct {
 	// hole is closed when a black hole swallows the connection: both directions stop.
 	hole     chan struct{}
 	holeOnce sync.Once
+	// sent is the client's statements since the last COMMIT reply, for Fault.In.
+	mu   sync.Mutex
+	sent []byte
+}
+
+// note keeps a statement the client sent, and says whether the transaction so far sent in.
+func (c *pair) note(text []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sent) < 1<<16 {
+		c.sent = append(c.sent, text...)
+	}
+}
+
+// committed reports whether the transaction a COMMIT reply ends sent in, and forgets it.
+func (c *pair) committed(in string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ok := bytes.Contains(c.sent, []byte(in))
+	c.sent = c.sent[:0]
+	return ok
 }
 
 func (c *pair) close() {
@@ -186,10 +238,16 @@ func (p *Proxy) serve(client net.Conn) {
 
 // match counts a message that may fire the armed fault, and returns the fault when this one
 // fires it.
-func (p *Proxy) match(statement bool, text []byte) *Fault {
+func (p *Proxy) match(c *pair, statement bool, text []byte) *Fault {
+	if statement {
+		c.note(text)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.fault
+	if !statement && bytes.HasPrefix(text, []byte("COMMIT\x00")) && f != nil && f.In != "" && !c.committed(f.In) {
+		return nil
+	}
 	if f == nil || (f.Statement != "") != statement {
 		return nil
 	}
@@ -228,7 +286,7 @@ func (p *Proxy) clientToServer(c *pair) {
 		}
 		var f *Fault
 		if typ == 'Q' || typ == 'P' {
-			f = p.match(true, msg[5:])
+			f = p.match(c, true, msg[5:])
 		}
 		if p.swallowed(c) {
 			return
@@ -287,7 +345,7 @@ func (p *Proxy) serverToClient(c *pair) {
 			return
 		}
 		if typ == 'C' {
-			if f := p.match(false, msg[5:]); f != nil {
+			if f := p.match(c, false, msg[5:]); f != nil {
 				if f.Action != Latency {
 					p.fire(c, f)
 					return
