@@ -38,6 +38,9 @@ type Store struct {
 
 	mu         sync.Mutex
 	unrecorded []wire.Unrecorded
+	// pending are the unwritten ends of runs holding a batch of unknown outcome, which their
+	// sweep's next run writes before it settles them (batch.go).
+	pending []pendingEnd
 }
 
 // New returns the history of pool's database, keeping runs for retention.
@@ -145,7 +148,8 @@ func (s *Store) UnrecordedRuns(sweep string) []wire.Unrecorded {
 	return out
 }
 
-// Prune deletes at most a batch of the oldest runs past the retention, and reports how many.
+// Prune deletes at most a batch of the oldest runs past the retention, and reports how many, and
+// a batch of the batch records past it.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
 	if s == nil || s.retention <= 0 {
 		return 0, nil
@@ -156,7 +160,7 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("prune run history: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return tag.RowsAffected(), s.pruneRecords(ctx)
 }
 
 // The statements of List: the columns it scans, newest runs first. One sweep's runs are read by

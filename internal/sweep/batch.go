@@ -85,7 +85,7 @@ func (pr *passRun) batch(a statement.Args) (batchResult, error) {
 	if pr.at.path != PathHeap && pr.at.path != PathIndex {
 		var b batchResult
 		attempt := func() error {
-			return pr.inTx(s.LockTimeout, false, func(ctx context.Context, tx pgx.Tx) (err error) {
+			return pr.inTx(s.LockTimeout, false, &b, func(ctx context.Context, tx pgx.Tx) (err error) {
 				b, err = pr.modeBatch(ctx, tx, a)
 				return err
 			})
@@ -97,7 +97,7 @@ func (pr *passRun) batch(a statement.Args) (batchResult, error) {
 		a.FirstBlock, a.EndBlock = pr.at.heap.take()
 	}
 	attempt := func(lockTimeout time.Duration, lock bool) (b batchResult, err error) {
-		err = pr.inTx(lockTimeout, pr.at.path == PathIndex, func(ctx context.Context, tx pgx.Tx) (err error) {
+		err = pr.inTx(lockTimeout, pr.at.path == PathIndex, &b, func(ctx context.Context, tx pgx.Tx) (err error) {
 			if pr.at.path == PathHeap {
 				b, err = pr.heapBatch(ctx, tx, a, lock)
 			} else {

@@ -11,10 +11,11 @@ import (
 )
 
 // inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
-// and commits it. ordered prices out sorts and sequential scans, for the index path: left to its
+// writes the record of b, the batch fn leaves there, in it (so that the record commits exactly
+// when the batch does), and commits it. A COMMIT whose reply is lost is settled (lostCommit). ordered prices out sorts and sequential scans, for the index path: left to its
 // estimates the planner may read and sort every remaining eligible row for a LIMIT, each batch
 // (docs/BENCHMARKS.md measured it on a 1% backlog scattered over 5M rows).
-func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx context.Context, tx pgx.Tx) error) error {
+func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	s := pr.r.cfg.Settings
 	// The client-side timeout is a backstop for a connection that stops answering; the server's
 	// statement timeout fires first in every other case.
@@ -47,8 +48,11 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, fn func(ctx con
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
+	if err := pr.r.cfg.History.RecordBatch(ctx, tx, pr.runID, pr.p.Name, pr.batchNumber(), b.n); err != nil {
+		return err
+	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return pr.lostCommit(*b, err)
 	}
 	return nil
 }

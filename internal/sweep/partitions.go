@@ -89,6 +89,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		leaf.p.Table = unquoteQualified(part.Name)
 		leaf.st = statement.Build(leaf.p, pr.kind)
 		leaf.at = position{size: pr.at.size}
+		leaf.batchBase = total.BatchCount
 		res, err := leaf.run()
 		total.Deleted += res.Deleted
 		total.Archived += res.Archived
@@ -96,6 +97,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		total.ThrottledMs += res.ThrottledMs
 		total.LockRetries += res.LockRetries
 		total.StopReason = res.StopReason
+		total.LostCommit = res.LostCommit
 		if err != nil || res.StopReason != wire.StopExhausted {
 			return total, err
 		}

@@ -25,8 +25,12 @@ type passRun struct {
 	log *slog.Logger
 
 	sweep string
-	p     policy.Pass
-	st    statement.Set
+	// runID names the run in each batch's record, and batchBase the batches its pass ran
+	// before this passRun's first (a partitions pass runs its leaves one after another).
+	runID     string
+	batchBase int
+	p         policy.Pass
+	st        statement.Set
 	// kind is the type of the age column st was built for (a partitions pass builds its leaf
 	// partitions' statements for it).
 	kind     statement.Kind
@@ -67,6 +71,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 		}
 		b, took, err := pr.recordedBatch()
 		if err != nil {
+			pr.settled(b, err)
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}

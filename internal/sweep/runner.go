@@ -221,6 +221,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	}
 	// A failed start is healed by the end, which writes the whole row when it is missing.
 	_ = r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
+	r.settleEarlier(db, log, spec)
 	defer r.release(db, log, l)
 
 	// The lease's locked_at is the database's now() at the start of the run: no extra query.
@@ -238,7 +239,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	res.StopReason = wire.StopExhausted
 	for i, p := range spec.Passes {
 		pr := &passRun{
-			r: r, db: db, log: log, sweep: name, p: p, st: sts[i], kind: kinds[i],
+			r: r, db: db, log: log, sweep: name, runID: res.RunID, p: p, st: sts[i], kind: kinds[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline),
 			at: position{size: firstPositive(opts.BatchSize, p.BatchSize, r.cfg.Settings.BatchSize)},
 		}
@@ -314,6 +315,9 @@ func (r *Runner) finish(db context.Context, log *slog.Logger, spec *policy.Spec,
 		res.HistoryError = errorInfo(we.Err, "")
 		r.cfg.History.Unrecorded(res, end, we.Err)
 		r.cfg.Metrics.HistoryFailure(res.Sweep)
+		r.cfg.History.KeepUnwritten(res, opts.RequestID, passTables(spec))
+	} else {
+		r.markUnsettled(db, log, res)
 	}
 	_ = r.record(db, log, func(ctx context.Context) error {
 		n, err := r.cfg.History.Prune(ctx)
@@ -392,11 +396,14 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 	var netErr net.Error
 	var short *ArchiveShortError
 	var differs *ArchiveDiffersError
+	var lost *CommitLostError
 	switch {
 	case errors.As(err, &short):
 		info.Code = ArchiveShortCode
 	case errors.As(err, &differs):
 		info.Code = ArchiveDiffersCode
+	case errors.As(err, &lost):
+		info.Code = CommitLostCode
 	case errors.As(err, &pgErr):
 		info.Code = pgErr.Code
 	case errors.Is(err, context.DeadlineExceeded):

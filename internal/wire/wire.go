@@ -124,7 +124,34 @@ type PassResult struct {
 	LockRetries int `json:"lockRetries,omitempty"`
 	// Lag is the pass's retention lag at the end of the run; nil when the run ended before it.
 	Lag *Lag `json:"lag,omitempty"`
+	// LostCommit is the batch whose COMMIT's reply never came back, which ended the pass: whether
+	// it committed (and its rows are counted above), rolled back, or is unknown because the
+	// database could not be asked; absent when every reply came back.
+	LostCommit *LostCommit `json:"lostCommit,omitempty"`
 }
+
+// LostCommit is one batch whose COMMIT's reply was lost: the connection died after the batch
+// asked to commit. Its rows are the rows it deleted, or for a per-row pass the keys it processed,
+// counted in the pass only when Outcome is committed.
+type LostCommit struct {
+	// Batch is the batch's number in its pass, from 1.
+	Batch   int          `json:"batch"`
+	Rows    int64        `json:"rows"`
+	Outcome BatchOutcome `json:"outcome"`
+}
+
+// BatchOutcome is what became of a batch whose COMMIT's reply was lost.
+type BatchOutcome string
+
+const (
+	// BatchCommitted: the batch's record is in the database; its rows are counted.
+	BatchCommitted BatchOutcome = "committed"
+	// BatchRolledBack: the batch's record is not, and never will be; nothing of it happened.
+	BatchRolledBack BatchOutcome = "rolled-back"
+	// BatchUnknown: the database could not be asked. The next run of the sweep settles it in the
+	// run history, which then counts its rows or not.
+	BatchUnknown BatchOutcome = "unknown"
+)
 
 // ChildRows counts the rows of one delete_with child table: deleted with their parents in a run,
 // or that would be in a dry run.
@@ -304,6 +331,9 @@ type HistoryPass struct {
 	TableBytes *int64 `json:"tableBytes"`
 	// Recovered is PassResult's: rows found in the archive already, identical, and deleted.
 	Recovered int64 `json:"recovered,omitempty"`
+	// LostCommit is PassResult's; an unknown outcome is settled by the sweep's next run, which
+	// writes the outcome here and counts its rows in Deleted (or Processed).
+	LostCommit *LostCommit `json:"lostCommit,omitempty"`
 	// Children and Cascades are PassResult's: what went with the pass's rows, per table.
 	Children []ChildRows   `json:"children,omitempty"`
 	Cascades []CascadeRows `json:"cascades,omitempty"`
