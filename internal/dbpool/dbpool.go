@@ -5,7 +5,8 @@
 // prepared on another is missing or already exists). Every connection goes back to its pool with
 // its session reset, so that nothing one run leaves on it (a policy condition's set_config, a
 // trigger's SET, a SET ROLE, an advisory lock) reaches whatever runs on it next; and the
-// readiness probe gets a small pool of its own, which the sweeps cannot exhaust.
+// readiness probe gets a small pool of its own, which the sweeps cannot exhaust. Every socket has
+// keepalives and a bound on unacknowledged data (dial.go).
 package dbpool
 
 import (
@@ -41,6 +42,7 @@ func ConnConfig(dsn string) (*pgx.ConnConfig, error) {
 	if err := defaultExecMode(dsn, cc); err != nil {
 		return nil, err
 	}
+	harden(&cc.Config)
 	return cc, nil
 }
 
@@ -96,6 +98,7 @@ func PoolConfig(dsn string) (*pgxpool.Config, error) {
 	if err := defaultExecMode(dsn, cfg.ConnConfig); err != nil {
 		return nil, err
 	}
+	harden(&cfg.ConnConfig.Config)
 	return cfg, nil
 }
 
