@@ -58,7 +58,7 @@ check-deploy:
 	$(GO) test -count=1 ./deploy/
 
 ## test-reliability: the reliability suite of docs/RELIABILITY.md, long tests included (kill -9,
-## PostgreSQL restart, a 60s load of three APIs and four sweepcron loops, hostile requests), then
+## PostgreSQL restart, a black hole and a PgBouncer restart at a batch's COMMIT, a 60s load of three APIs and four sweepcron loops, hostile requests), then
 ## every fuzz target for FUZZTIME each (minimizing a new input for at most 1s, so a short budget
 ## explores rather than minimizes; a failing input is still printed). About four minutes.
 FUZZTIME ?= 10s

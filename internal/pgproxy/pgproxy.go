@@ -97,6 +97,13 @@ func (p *Proxy) Arm(f Fault) <-chan struct{} {
 	return p.fired
 }
 
+// Disarm disarms the fault, if any, and leaves the connections as they are.
+func (p *Proxy) Disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = nil
+}
+
 // Heal disarms the fault and closes every connection the proxy holds, black-holed ones included:
 // new connections pass again.
 func (p *Proxy) Heal() {
