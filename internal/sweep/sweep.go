@@ -9,7 +9,9 @@
 //	pass.go            one pass of one run: the batch loop, adaptive sizes, the replica throttle
 //	batch.go           one batch: its form (a statement.Form), its arguments, its batchResult;
 //	                   no row locks first, retried once in the locking form on a held row
-//	batchtx.go         one batch's transaction, on the pass's connection
+//	batchtx.go         one batch's transaction, on the pass's connection, with its record
+//	commitlost.go      a batch whose COMMIT's reply was lost: asked on a fresh connection
+//	settle.go          the earlier runs' batches of unknown outcome, settled under the lease
 //	indexbatch.go      the index path's batch: a range of ages from the cursor
 //	path.go            the access paths, the survey they are chosen from, per pass and run
 //	heaprange.go       the heap path's block ranges, and the index path's cursor
