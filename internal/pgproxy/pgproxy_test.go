@@ -184,3 +184,53 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event = 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestProxyScope(t *testing.T) {
+	t.Parallel()
+	t.Run("a commit fault with In counts only transactions that sent it", func(t *testing.T) {
+		t.Parallel()
+		p, pu, direct := through(t)
+		fired := p.Arm(pgproxy.Fault{Nth: 1, In: "DELETE", Action: pgproxy.Cut})
+		c, err := pgx.Connect(context.Background(), pu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		tx, err := c.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(context.Background(), `SELECT count(*) FROM t`); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(context.Background()); err != nil {
+			t.Fatalf("a read-only transaction's commit: %v, want it passed", err)
+		}
+		if err := deleteOne(c, 1, 10*time.Second); err == nil {
+			t.Fatal("the deleting transaction's commit reply arrived: the fault did not fire on it")
+		}
+		<-fired
+		if got := rows(t, direct); got != 2 {
+			t.Fatalf("rows left %d, want 2: the commit went through", got)
+		}
+	})
+	t.Run("a proxy that is down refuses connections, and up takes them again", func(t *testing.T) {
+		t.Parallel()
+		p, pu, _ := through(t)
+		p.Down()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, pu); err == nil {
+			_ = c.Close(ctx)
+			t.Fatal("connected through a proxy that is down")
+		}
+		if err := p.Up(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := pgx.Connect(ctx, pu)
+		if err != nil {
+			t.Fatalf("connect once up: %v", err)
+		}
+		_ = c.Close(ctx)
+	})
+}
