@@ -4,9 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
+	"github.com/sweeprail/sweeprail/internal/httpapi"
+	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/pgproxy"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -66,8 +70,13 @@ func TestLostCommit(t *testing.T) {
 			s := settings()
 			s.BatchSize, s.MinBatchSize, s.MaxBatchSize, s.StatementTimeout = 100, 100, 100, time.Second
 			store := history.New(pool, 30*24*time.Hour)
+			reg := prometheus.NewRegistry()
+			m, err := metrics.New(reg, httpapi.MetricLabels(policy.Catalog()))
+			if err != nil {
+				t.Fatal(err)
+			}
 			r := newRunner(t, sweep.Config{Pool: pool, Specs: policy.Catalog(), Settings: s, AsOf: fixedAsOf(at), History: store,
-				AccessPath: sweep.PathIndex})
+				Metrics: m, AccessPath: sweep.PathIndex})
 			fired := p.Arm(tc.fault(p))
 			first := run(t, r, "notifications")
 			<-fired
@@ -105,6 +114,11 @@ func TestLostCommit(t *testing.T) {
 			}
 			if n := count(t, direct, `SELECT count(*) FROM sweeprail.run WHERE unsettled`); n != 0 {
 				t.Fatalf("%d runs left unsettled", n)
+			}
+			// And so do the metrics.
+			labels := map[string]string{"sweep": "notifications", "pass": "read", "table": "notifications"}
+			if got := counterValue(t, reg, "sweeprail_rows_deleted_total", labels); got != eligible {
+				t.Fatalf("the row metric counts %v rows deleted, want %d", got, eligible)
 			}
 		})
 	}
