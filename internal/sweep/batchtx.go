@@ -48,7 +48,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
-	if err := pr.r.cfg.History.RecordBatch(ctx, tx, pr.runID, pr.p.Name, pr.batchNumber(), b.n); err != nil {
+	if err := pr.r.cfg.History.RecordBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

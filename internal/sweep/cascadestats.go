@@ -128,9 +128,9 @@ func (pr *passRun) measure(ctx context.Context, tx pgx.Tx, fn func(context.Conte
 // statement deleted from the same table itself.
 func (pr *passRun) countRows(n int64, children []int64) {
 	m := pr.r.cfg.Metrics
-	m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.Table, n)
+	m.RowsDeleted(pr.of.sweep, pr.p.Name, pr.p.Table, n)
 	for i, c := range children {
-		m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.DeleteWith[i].Table, c)
+		m.RowsDeleted(pr.of.sweep, pr.p.Name, pr.p.DeleteWith[i].Table, c)
 	}
 	cc := pr.cascade
 	if cc == nil {
@@ -145,7 +145,7 @@ func (pr *passRun) countRows(n int64, children []int64) {
 		}
 		pr.out.Cascades[i].Deleted += d
 		pr.out.Cascades[i].Updated += cc.updated[i]
-		m.RowsDeleted(pr.sweep, pr.p.Name, pr.p.Cascades[i], d)
+		m.RowsDeleted(pr.of.sweep, pr.p.Name, pr.p.Cascades[i], d)
 	}
 	cc.deleted, cc.updated = nil, nil
 }

@@ -39,7 +39,7 @@ func (e *CommitLostError) describe() string {
 func (e *CommitLostError) Unwrap() error { return e.Err }
 
 // batchNumber is the number of the batch the pass runs now, from 1, in its record.
-func (pr *passRun) batchNumber() int { return pr.batchBase + pr.out.BatchCount + 1 }
+func (pr *passRun) batchNumber() int { return pr.of.batchBase + pr.out.BatchCount + 1 }
 
 // lostCommit turns a failed COMMIT of batch b into the error the pass stops with. The server's
 // own refusal (a deferred constraint, a serialization failure) rolled the batch back; any other
@@ -54,7 +54,7 @@ func (pr *passRun) lostCommit(b batchResult, err error) error {
 	lost := wire.LostCommit{Batch: pr.batchNumber(), Rows: b.n}
 	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
 	defer cancel()
-	o, serr := pr.r.cfg.History.Outcome(ctx, pr.runID, pr.p.Name, lost.Batch, lost.Rows)
+	o, serr := pr.r.cfg.History.Outcome(ctx, pr.of.id, pr.p.Name, lost.Batch, lost.Rows)
 	if serr != nil {
 		pr.log.Error("settle a batch whose commit's reply was lost", "pass", pr.p.Name, "batch", lost.Batch, "err", serr)
 	}

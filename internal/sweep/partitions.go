@@ -59,7 +59,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		}
 		took := pr.r.cfg.Now().Sub(began)
 		pr.out.BatchCount++
-		pr.r.cfg.Metrics.Batch(pr.sweep, took)
+		pr.r.cfg.Metrics.Batch(pr.of.sweep, took)
 		gone := int64(0)
 		if !out.Gone && (out.Dropped || ((pr.p.KeepDetached || pr.p.ArchiveSchema != "") && out.Detached)) {
 			gone = 1
@@ -72,7 +72,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 			return pr.out, fmt.Errorf("drop partition %s: %w", part.Name, err)
 		}
 		pr.out.PartitionsDropped += gone
-		pr.r.cfg.Metrics.PartitionsDropped(pr.sweep, pr.p.Name, gone)
+		pr.r.cfg.Metrics.PartitionsDropped(pr.of.sweep, pr.p.Name, gone)
 	}
 	if pr.p.Boundary == policy.BoundaryKeep || len(cut.Boundary()) == 0 {
 		pr.out.StopReason = wire.StopExhausted
@@ -89,7 +89,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 		leaf.p.Table = unquoteQualified(part.Name)
 		leaf.st = statement.Build(leaf.p, pr.kind)
 		leaf.at = position{size: pr.at.size}
-		leaf.batchBase = total.BatchCount
+		leaf.of.batchBase = total.BatchCount
 		res, err := leaf.run()
 		total.Deleted += res.Deleted
 		total.Archived += res.Archived

@@ -24,13 +24,10 @@ type passRun struct {
 	db  context.Context // the database work's context, never cancelled by shutdown
 	log *slog.Logger
 
-	sweep string
-	// runID names the run in each batch's record, and batchBase the batches its pass ran
-	// before this passRun's first (a partitions pass runs its leaves one after another).
-	runID     string
-	batchBase int
-	p         policy.Pass
-	st        statement.Set
+	// of is the sweep and run the pass belongs to, as its metrics and batch records name them.
+	of runKey
+	p  policy.Pass
+	st statement.Set
 	// kind is the type of the age column st was built for (a partitions pass builds its leaf
 	// partitions' statements for it).
 	kind     statement.Kind
@@ -48,6 +45,14 @@ type passRun struct {
 	cascade *cascadeCounter
 	// at is where the pass stands on its access path, and the size of its next batch.
 	at position
+}
+
+// runKey names the run a pass belongs to: its sweep, its id, and the batches its pass ran before
+// this passRun's first (a partitions pass runs its leaves one after another), from which each
+// batch's record is numbered.
+type runKey struct {
+	sweep, id string
+	batchBase int
 }
 
 // run deletes the pass's eligible rows batch by batch until none are left, or the budget, the
@@ -155,7 +160,7 @@ func (pr *passRun) recordedBatch() (batchResult, time.Duration, error) {
 	if b.retried {
 		pr.out.LockRetries++
 	}
-	pr.r.cfg.Metrics.Batch(pr.sweep, took)
+	pr.r.cfg.Metrics.Batch(pr.of.sweep, took)
 	// Each batch's size and duration, at debug level: the metric's histogram only buckets
 	// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
 	pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.at.path, "size", a.Limit,
@@ -178,7 +183,7 @@ func (pr *passRun) tally(b batchResult) {
 	deleted, processed := pr.rows(b)
 	pr.out.Deleted += deleted
 	pr.out.Processed += processed
-	pr.r.cfg.Metrics.RowsProcessed(pr.sweep, pr.p.Name, pr.p.Table, processed)
+	pr.r.cfg.Metrics.RowsProcessed(pr.of.sweep, pr.p.Name, pr.p.Table, processed)
 	pr.out.Recovered += b.recovered
 	for i, c := range b.children {
 		pr.out.Children[i].Rows += c
@@ -186,7 +191,7 @@ func (pr *passRun) tally(b batchResult) {
 	pr.countRows(deleted, b.children)
 	if a := pr.arch.archived(b); a > 0 {
 		pr.out.Archived += a
-		pr.r.cfg.Metrics.RowsArchived(pr.sweep, pr.p.Name, a)
+		pr.r.cfg.Metrics.RowsArchived(pr.of.sweep, pr.p.Name, a)
 	}
 	pr.at.index.advance(b.newest)
 }
@@ -240,7 +245,7 @@ func (pr *passRun) throttle() error {
 	pr.releaseConn()
 	waited, err := pr.r.cfg.Throttle.WithLogger(pr.log).Wait(pr.ctx, pr.deadline)
 	pr.out.ThrottledMs += waited.Milliseconds()
-	pr.r.cfg.Metrics.Throttled(pr.sweep, waited)
+	pr.r.cfg.Metrics.Throttled(pr.of.sweep, waited)
 	if err != nil && pr.ctx.Err() == nil {
 		return &lagError{limits: pr.r.cfg.Throttle.Limits(), err: err}
 	}

@@ -239,7 +239,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	res.StopReason = wire.StopExhausted
 	for i, p := range spec.Passes {
 		pr := &passRun{
-			r: r, db: db, log: log, sweep: name, runID: res.RunID, p: p, st: sts[i], kind: kinds[i],
+			r: r, db: db, log: log, of: runKey{sweep: name, id: res.RunID}, p: p, st: sts[i], kind: kinds[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline),
 			at: position{size: firstPositive(opts.BatchSize, p.BatchSize, r.cfg.Settings.BatchSize)},
 		}
