@@ -78,8 +78,15 @@ func TestRetentionVerdict(t *testing.T) {
 			st := settings()
 			st.BatchSize, st.MinBatchSize, st.MaxBatchSize, st.MaxBatches = tc.batch, tc.batch, tc.batch, 1
 			store := history.New(pool, 30*24*time.Hour)
-			r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{lagSpec(tc.unindexed)}, Settings: st,
-				Now: clock.Now, AsOf: func(context.Context) (time.Time, error) { return clock.Now(), nil }, History: store})
+			cfg := sweep.Config{Pool: pool, Specs: []policy.Spec{lagSpec(tc.unindexed)}, Settings: st,
+				Now: clock.Now, AsOf: func(context.Context) (time.Time, error) { return clock.Now(), nil }, History: store}
+			if !tc.unindexed {
+				// The cases mean a batch of the oldest rows: on the heap path a batch is a range of
+				// blocks, which may hold more than a batch of rows where the planner's estimate is
+				// off (it was on PostgreSQL 14), and the rows added later land in freed pages.
+				cfg = sweep.WithTestKnobs(cfg, sweep.PathIndex, 0, 0, false)
+			}
+			r := newRunner(t, cfg)
 			for i, want := range tc.want {
 				if i > 0 {
 					clock.Advance(time.Hour)
