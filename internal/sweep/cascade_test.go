@@ -1,6 +1,7 @@
 package sweep_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -104,7 +105,7 @@ func TestCascadesCounted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dp := dry.Passes[0]; dp.Eligible == nil || *dp.Eligible != 30 || !equalCascades(dp.Cascades, want) {
+			if dp := dry.Passes[0]; dp.Eligible == nil || *dp.Eligible != 30 || !slices.Equal(dp.Cascades, want) {
 				t.Errorf("dry run: eligible %v, cascades %+v; want 30 and %+v", dp.Eligible, dp.Cascades, want)
 			}
 			before := map[string]int64{}
@@ -115,7 +116,7 @@ func TestCascadesCounted(t *testing.T) {
 			if res.Error != nil {
 				t.Fatalf("run: %+v", res.Error)
 			}
-			if res.Deleted != 30 || !equalCascades(res.Passes[0].Cascades, want) {
+			if res.Deleted != 30 || !slices.Equal(res.Passes[0].Cascades, want) {
 				t.Errorf("run: deleted %d, cascades %+v; want 30 and %+v", res.Deleted, res.Passes[0].Cascades, want)
 			}
 			// What the tables lost is what was counted.
@@ -128,7 +129,7 @@ func TestCascadesCounted(t *testing.T) {
 				t.Errorf("%d audit rows cleared, want 30", n)
 			}
 			runs, err := store.List(ctx, "s", 1)
-			if err != nil || len(runs) != 1 || !equalCascades(runs[0].Passes[0].Cascades, want) {
+			if err != nil || len(runs) != 1 || !slices.Equal(runs[0].Passes[0].Cascades, want) {
 				t.Errorf("history %+v (%v): want cascades %+v", runs, err, want)
 			}
 			for tbl, n := range map[string]float64{"applications": 30, "access_tokens": 90, "app_sessions": 180, "app_audit": 0} {
@@ -138,18 +139,6 @@ func TestCascadesCounted(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalCascades(got, want []wire.CascadeRows) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // counterValue is the value of the counter name with exactly labels; the test fails when there

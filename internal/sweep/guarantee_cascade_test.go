@@ -1,6 +1,7 @@
 package sweep_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +146,7 @@ func TestCascadeCounts(t *testing.T) {
 			switch {
 			case tc.uncounted && !dp.CascadesUncounted:
 				t.Errorf("dry run: cascades %+v, want them uncounted (a key onto the swept table)", dp.Cascades)
-			case !tc.uncounted && (!equalCascades(dp.Cascades, tc.cascades) || !equalChildren(dp.Children, tc.children)):
+			case !tc.uncounted && (!slices.Equal(dp.Cascades, tc.cascades) || !slices.Equal(dp.Children, tc.children)):
 				t.Errorf("dry run: children %+v, cascades %+v; want %+v and %+v", dp.Children, dp.Cascades, tc.children, tc.cascades)
 			}
 			before := map[string]int64{}
@@ -157,7 +158,7 @@ func TestCascadeCounts(t *testing.T) {
 				t.Fatalf("run: %+v", res.Error)
 			}
 			rp := res.Passes[0]
-			if rp.Deleted != tc.deleted || !equalChildren(rp.Children, tc.children) || !equalCascades(rp.Cascades, tc.cascades) {
+			if rp.Deleted != tc.deleted || !slices.Equal(rp.Children, tc.children) || !slices.Equal(rp.Cascades, tc.cascades) {
 				t.Errorf("run: deleted %d, children %+v, cascades %+v; want %d, %+v and %+v", rp.Deleted, rp.Children, rp.Cascades, tc.deleted, tc.children, tc.cascades)
 			}
 			for tbl, lost := range tc.lost {
@@ -171,7 +172,7 @@ func TestCascadeCounts(t *testing.T) {
 				}
 			}
 			runs, err := store.List(ctx, "s", 1)
-			if err != nil || len(runs) != 1 || !equalCascades(runs[0].Passes[0].Cascades, tc.cascades) {
+			if err != nil || len(runs) != 1 || !slices.Equal(runs[0].Passes[0].Cascades, tc.cascades) {
 				t.Errorf("history %+v (%v): want cascades %+v", runs, err, tc.cascades)
 			}
 			for tbl, n := range tc.metric {
@@ -181,16 +182,4 @@ func TestCascadeCounts(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalChildren(got, want []wire.ChildRows) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package sweep_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
@@ -64,11 +65,11 @@ func TestQuotedCatalogNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dp := dry.Passes[0]; dp.Eligible == nil || *dp.Eligible != 20 || !equalCascades(dp.Cascades, want) {
+		if dp := dry.Passes[0]; dp.Eligible == nil || *dp.Eligible != 20 || !slices.Equal(dp.Cascades, want) {
 			t.Errorf("dry run: eligible %v, cascades %+v; want 20 and %+v", dp.Eligible, dp.Cascades, want)
 		}
 		res := run(t, r, "cascaded")
-		if res.Error != nil || res.Deleted != 20 || !equalCascades(res.Passes[0].Cascades, want) {
+		if res.Error != nil || res.Deleted != 20 || !slices.Equal(res.Passes[0].Cascades, want) {
 			t.Errorf("run %+v (error %+v): want 20 deleted, cascades %+v", res, res.Error, want)
 		}
 	})
