@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -106,10 +107,18 @@ func (r *Runner) plan(ctx context.Context, p policy.Pass, st statement.Set, cuto
 	if estimate, err = explain.TopRows(raw); err != nil {
 		return 0, false, err
 	}
-	size := firstPositive(p.BatchSize, r.cfg.Settings.BatchSize)
-	if raw, err = explain.JSON(ctx, r.cfg.Pool, r.cfg.Settings.CountTimeout, r.cfg.Settings.LockTimeout, true, st.Probe.SQL, cutoff, size); err != nil {
-		return 0, false, err
-	}
-	indexed, err = explain.IndexServes(raw, p)
+	indexed, err = r.indexServes(ctx, p, st, cutoff, r.cfg.Settings.CountTimeout)
 	return estimate, indexed, err
+}
+
+// indexServes plans pass p's batch select with sequential scans and sorts priced out, under
+// timeout, and reads whether an index serves it (explain.IndexServes): the policy check's
+// verdict, which does not depend on the table's size.
+func (r *Runner) indexServes(ctx context.Context, p policy.Pass, st statement.Set, cutoff any, timeout time.Duration) (bool, error) {
+	size := firstPositive(p.BatchSize, r.cfg.Settings.BatchSize)
+	raw, err := explain.JSON(ctx, r.cfg.Pool, timeout, r.cfg.Settings.LockTimeout, true, st.Probe.SQL, cutoff, size)
+	if err != nil {
+		return false, err
+	}
+	return explain.IndexServes(raw, p)
 }

@@ -87,6 +87,9 @@ type survey struct {
 	correlation float64
 	// tidRange is whether the server plans TID Range Scans (PostgreSQL 14 and later).
 	tidRange bool
+	// unindexed is whether no index serves the pass's age condition (a pass with allow_unindexed):
+	// the index path's every batch would then read the whole table, the heap path reads it once.
+	unindexed bool
 	// analyzed is whether the age column has statistics that still describe the table. Without
 	// them the planner's estimate of the eligible rows is a default selectivity (a third of the
 	// table for an age test), not an estimate; and statistics taken before more than staleShare
@@ -113,15 +116,18 @@ func (sv survey) share() float64 {
 // one numbers blocks per partition), on a server with TID Range Scans.
 func (sv survey) heapCapable() bool { return sv.kind == "r" && sv.tidRange }
 
-// choose is the path of a batched pass over a table surveyed as sv: heap where the planner expects
-// at least heapShare of the table eligible, index elsewhere. forced, when set, wins wherever it
-// can run (tests and make bench force each path in turn).
+// choose is the path of a batched pass over a table surveyed as sv: heap where no index serves the
+// age condition or where the planner expects at least heapShare of the table eligible, index
+// elsewhere. forced, when set, wins wherever it can run (tests and make bench force each path in
+// turn).
 func (sv survey) choose(forced Path) Path {
 	switch {
 	case !sv.heapCapable():
 		return PathIndex
 	case forced == PathHeap || forced == PathIndex:
 		return forced
+	case sv.unindexed:
+		return PathHeap
 	case sv.analyzed && sv.blocks > 0 && sv.share() >= heapShare(sv.correlation):
 		return PathHeap
 	}
@@ -131,7 +137,9 @@ func (sv survey) choose(forced Path) Path {
 // pathOf is the path pass p takes now, for a run and for the dry run alike: its mode's, or for a
 // batched pass (or a leaf partition of a partitions pass's boundary, which runs as one) the one
 // its table's survey calls for (survey.choose), with the survey, from which the heap path sizes
-// its first range. A partitions pass's own path is PathPartitions, set where it runs.
+// its first range. A partitions pass's own path is PathPartitions, set where it runs. Only a pass
+// with allow_unindexed is asked whether an index serves it: the policy check refused the others
+// without one.
 func (r *Runner) pathOf(ctx context.Context, p policy.Pass, st statement.Set, cutoff any) (Path, survey, error) {
 	switch p.Mode {
 	case policy.ModeSingle:
@@ -142,6 +150,13 @@ func (r *Runner) pathOf(ctx context.Context, p policy.Pass, st statement.Set, cu
 	sv, err := r.surveyTable(ctx, p, st, cutoff)
 	if err != nil {
 		return "", survey{}, fmt.Errorf("choose access path: %w", err)
+	}
+	if p.AllowUnindexed && sv.heapCapable() {
+		indexed, err := r.indexServes(ctx, p, st, cutoff, r.cfg.Settings.StatementTimeout)
+		if err != nil {
+			return "", survey{}, fmt.Errorf("choose access path: plan the batch select: %w", err)
+		}
+		sv.unindexed = !indexed
 	}
 	return sv.choose(r.cfg.AccessPath), sv, nil
 }
