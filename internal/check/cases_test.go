@@ -349,7 +349,7 @@ var refusalCases = []refusalCase{
 	},
 	{name: "unindexed, allowed", yaml: pass("sessions_unindexed", "expires_at", "allow_unindexed: true"),
 		warnings: []string{
-			"p.yaml:8: pass \"p\" of sweep \"s\": no index serves the batch select, so every batch would read all of table \"sessions_unindexed\" (allowed by allow_unindexed); the index that would serve it: CREATE INDEX CONCURRENTLY ON sessions_unindexed (expires_at);",
+			"p.yaml:8: pass \"p\" of sweep \"s\": no index serves the batch select, so each run reads all of table \"sessions_unindexed\" once, by ranges of blocks (allowed by allow_unindexed); the index that would serve it: CREATE INDEX CONCURRENTLY ON sessions_unindexed (expires_at);",
 		},
 	},
 	{name: "unindexed with a condition", yaml: pass("inbox", "read_at", "where: t.read_at IS NOT NULL"),

@@ -45,7 +45,8 @@ func (c *checker) indexes(ctx context.Context, sweep string, p policy.Pass, cuto
 		if err != nil {
 			return findings{}, err
 		}
-		missing = append(missing, unindexed{fmt.Sprintf("no index serves the batch select, so every batch would read all of table %q", p.Table), fix})
+		// Such a pass runs on the heap path, which reads the table once per run, in ranges of blocks.
+		missing = append(missing, unindexed{fmt.Sprintf("no index serves the batch select, so each run reads all of table %q once, by ranges of blocks", p.Table), fix})
 	case !indexed:
 		// Advised with the table's other refused passes, once the policy is checked.
 		found.unserved = append(found.unserved, ageRefusal{sweep, p})
