@@ -73,6 +73,8 @@ func runDefs() []runDef {
 			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, measure: report((*bench).frontierRun, (*bench).renderFrontier)},
 		{name: "crossover", summary: "the heap path against the index path over the eligible share",
 			rows: 1_000_000, minRows: minRows, rounds: true, measure: report((*bench).crossoverRun, (*bench).renderCrossover)},
+		{name: "unindexed", summary: "a pass no index serves, by heap ranges, against a monolithic DELETE (10% and 70% eligible)",
+			rows: 1_000_000, minRows: minRows, rounds: true, measure: report((*bench).unindexedRun, (*bench).renderUnindexed)},
 		{name: "scale", summary: "the rail's per-batch cost at 1M and at 5M rows", measure: report((*bench).scaleRun, (*bench).renderScale)},
 		{name: "partitions", summary: "dropping whole partitions: the rail against pg_partman (needs pg_partman)",
 			rows: 10_000_000, minRows: partMinRows, rounds: true, measure: report((*bench).partitionsRun, (*bench).renderPartitions)},
