@@ -2,11 +2,13 @@ package sweep_test
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -181,5 +183,50 @@ func waitReads(t *testing.T, pool *pgxpool.Pool, deleted int64) tableReads {
 			t.Fatalf("media's counters never showed %d deleted tuples", deleted)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUnindexedDoc holds docs/POLICY.md's worked example of a table no index serves: the check
+// warns as the example shows, and the pass drains the table exactly, on the heap path.
+func TestUnindexedDoc(t *testing.T) {
+	t.Parallel()
+	var sql, yaml, output string
+	for _, b := range policyDoc(t, "Worked example: a table no index serves") {
+		switch b.lang {
+		case "sql":
+			sql = b.text
+		case "yaml":
+			yaml = b.text
+		case "text":
+			output = b.text
+		}
+	}
+	pool := dbtest.Pool(t)
+	runDocSQL(t, pool, sql, true)
+	pol, err := policy.Load("sweeps.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings, err := check.Policy(ctx, pool, pol)
+	want := strings.TrimPrefix(strings.Split(output, "\n")[1], "warning: ")
+	if err != nil || len(warnings) != 1 || warnings[0] != want {
+		t.Fatalf("the check says %q, %v\nthe docs say %q", warnings, err, want)
+	}
+	// 5,000 media a day apart in upload order, the newest an hour old: 4,910 past the 90 days.
+	at := dbNow(t, pool)
+	exec(t, pool, `INSERT INTO local_media (media_id, media_type, media_length, created_ts)
+		SELECT 'm' || i, 'image/png', 1000 + i, (extract(epoch FROM $1::timestamptz - (5000 - i) * interval '1 day' - interval '1 hour') * 1000)::bigint
+		FROM generate_series(1, 5000) i`, at)
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: pol.Specs, Settings: settings(), AsOf: fixedAsOf(at)})
+	dr, err := r.DryRun(ctx, "local-media")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := dr.Passes[0]; p.Indexed || p.Path != string(sweep.PathHeap) || p.Eligible == nil || *p.Eligible != 4910 {
+		t.Fatalf("dry run: %+v; want 4910 eligible, unindexed, on the heap path", p)
+	}
+	if res := run(t, r, "local-media"); res.Passes[0].Path != string(sweep.PathHeap) || res.Deleted != 4910 ||
+		count(t, pool, `SELECT count(*) FROM local_media`) != 90 {
+		t.Fatalf("run: %+v; want 4910 deleted on the heap path, 90 left", res.Passes[0])
 	}
 }
