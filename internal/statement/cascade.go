@@ -213,7 +213,8 @@ type countAnswer struct {
 // cascades of g: the eligible rows, each delete_with child's, then for each table of named (the
 // oids of p.Cascades, in order) the rows its keys would delete and the rows they would change
 // (SET NULL, SET DEFAULT). It is "" when the keys form a cycle (a table whose key references
-// itself, say), which one statement of plain subqueries cannot follow.
+// itself, say), which one statement of plain subqueries cannot follow; a one-to-one parent's key
+// back onto the swept table is none (inert).
 func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 	v := newPass(p, k)
 	nodes := []*countNode{{Name: "p", oid: g.Root}}
@@ -248,6 +249,9 @@ func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 	}
 	updates := map[uint32]*countRows{}
 	for _, e := range g.Edges {
+		if inert(p, g, e) {
+			continue
+		}
 		from := byOID[e.ParentOID]
 		if from == nil {
 			return "" // a key from a table no node deletes from: the walk follows only deletes
@@ -299,6 +303,23 @@ func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 		Nodes   []*countNode
 		Answers []countAnswer
 	}{v, root, order, answers})
+}
+
+// inert says whether key e, from a delete_with parent back onto the swept table on the entry's
+// own column pair, changes nothing: the parent's rows the statement deletes are those its row
+// references one-to-one (the policy check proves the swept column unique), so the rows the key
+// finds are the statement's own, gone already. Not when a cascade deletes more of the parent's
+// rows, whose swept rows would go too: a cycle.
+func inert(p policy.Pass, g *Graph, e Edge) bool {
+	i := slices.Index(g.Children, e.ParentOID)
+	if e.TableOID != g.Root || i < 0 || len(e.Columns) != 1 || slices.Index(g.Children[i+1:], e.ParentOID) >= 0 {
+		return false
+	}
+	if slices.ContainsFunc(g.Edges, func(o Edge) bool { return o.Deletes() && o.TableOID == e.ParentOID }) {
+		return false
+	}
+	c := p.DeleteWith[i]
+	return e.Columns[0] == cmp.Or(c.References, "id") && e.Refs[0] == c.Column
 }
 
 // columnsOrOne is the columns a node carries, qualified by alias, or 1 for none.

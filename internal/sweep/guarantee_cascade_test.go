@@ -39,6 +39,21 @@ type cascadeCountCase struct {
 	changed string
 }
 
+// oneToOneSchema has members each with a profile of its own, one-to-one, whose keys change more:
+// two photos each (CASCADE, as the member's own key onto it), a view each (SET NULL).
+const oneToOneSchema = `CREATE TABLE profiles (id bigint PRIMARY KEY);
+CREATE TABLE members (id bigint PRIMARY KEY, profile_id bigint UNIQUE REFERENCES profiles (id) ON DELETE CASCADE, at timestamptz NOT NULL);
+CREATE TABLE profile_photos (id bigint PRIMARY KEY, profile_id bigint NOT NULL REFERENCES profiles (id) ON DELETE CASCADE);
+CREATE INDEX profile_photos_profile_id ON profile_photos (profile_id);
+CREATE TABLE profile_views (id bigint PRIMARY KEY, profile_id bigint REFERENCES profiles (id) ON DELETE SET NULL);
+CREATE INDEX profile_views_profile_id ON profile_views (profile_id)`
+
+// oneToOneSeed makes 50 members, 1 to 30 old, member i with profile i.
+var oneToOneSeed = []string{`INSERT INTO profiles SELECT i FROM generate_series(1, 50) i`,
+	`INSERT INTO members SELECT i, i, $1::timestamptz - CASE WHEN i <= 30 THEN interval '40 days' ELSE interval '1 day' END FROM generate_series(1, 50) i`,
+	`INSERT INTO profile_photos SELECT i * 2 + k, i FROM generate_series(1, 50) i, generate_series(0, 1) k`,
+	`INSERT INTO profile_views SELECT i, i FROM generate_series(1, 50) i`}
+
 var cascadeCountCases = []cascadeCountCase{
 	{
 		name: "a SET DEFAULT key",
@@ -102,6 +117,39 @@ CREATE INDEX post_files_post_id ON post_files (post_id)`,
 		cascades: []wire.CascadeRows{{Table: "post_tokens", Deleted: 30}, {Table: "post_files", Deleted: 30}},
 		metric:   map[string]float64{"posts": 30, "post_tokens": 30, "post_files": 60},
 		lost:     map[string]int64{"posts": 30, "post_tokens": 30, "post_files": 60},
+	},
+	{
+		// Each old member's profile goes with it (delete_with a one-to-one parent), and by the
+		// profile's own keys its photos and its views' reference; its key back onto members
+		// finds only the members the statement deletes itself.
+		name:   "a one-to-one parent with its own CASCADE keys",
+		schema: oneToOneSchema, seed: oneToOneSeed,
+		table: "members", extra: []string{"age_column: at", "delete_with:", "  - {table: profiles, column: id, references: profile_id}",
+			"cascades: [members, profile_photos, profile_views]"},
+		deleted:  30,
+		children: []wire.ChildRows{{Table: "profiles", Column: "id", Rows: 30}},
+		cascades: []wire.CascadeRows{{Table: "members"}, {Table: "profile_photos", Deleted: 60}, {Table: "profile_views", Updated: 30}},
+		metric:   map[string]float64{"members": 30, "profiles": 30, "profile_photos": 60, "profile_views": 0},
+		lost:     map[string]int64{"members": 30, "profiles": 30, "profile_photos": 60, "profile_views": 0},
+		changed:  `SELECT count(*) FROM profile_views WHERE profile_id IS NULL`,
+	},
+	{
+		// Old members 1 to 5 sponsor the profiles of young members 31 to 35, which their keys
+		// delete, and so those members: a cycle through the parent, which the dry run cannot
+		// follow, and the run counts.
+		name: "a one-to-one parent a cascade deletes more of",
+		schema: oneToOneSchema + `;
+ALTER TABLE profiles ADD sponsor_id bigint REFERENCES members (id) ON DELETE CASCADE`,
+		seed:  append(slices.Clone(oneToOneSeed), `UPDATE profiles SET sponsor_id = id - 30 WHERE id BETWEEN 31 AND 35`),
+		table: "members", extra: []string{"age_column: at", "delete_with:", "  - {table: profiles, column: id, references: profile_id}",
+			"cascades: [profiles, members, profile_photos, profile_views]"},
+		deleted:  30,
+		children: []wire.ChildRows{{Table: "profiles", Column: "id", Rows: 30}},
+		cascades: []wire.CascadeRows{{Table: "profiles", Deleted: 5}, {Table: "members", Deleted: 5},
+			{Table: "profile_photos", Deleted: 70}, {Table: "profile_views", Updated: 35}},
+		uncounted: true,
+		metric:    map[string]float64{"members": 35, "profiles": 35, "profile_photos": 70, "profile_views": 0},
+		lost:      map[string]int64{"members": 35, "profiles": 35, "profile_photos": 70, "profile_views": 0},
 	},
 }
 
