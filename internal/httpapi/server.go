@@ -134,10 +134,11 @@ func NewServer(deps Deps) http.Handler {
 func MetricLabels(specs []policy.Spec) metrics.Labels {
 	l := metrics.Labels{Outcomes: wire.Outcomes()}
 	for _, s := range specs {
-		ms := metrics.Sweep{Name: s.Name, Tables: map[string][]string{}, PerRow: map[string]string{}}
+		ms := metrics.Sweep{Name: s.Name, Tables: map[string][]string{}, Cascades: map[string][]string{}, PerRow: map[string]string{}}
 		for _, p := range s.Passes {
 			ms.Passes = append(ms.Passes, p.Name)
 			ms.Tables[p.Name] = policy.DeletedTables(p)
+			ms.Cascades[p.Name] = p.Cascades
 			if p.Mode == policy.ModePerRow {
 				ms.PerRow[p.Name] = p.Table
 			}

@@ -19,6 +19,9 @@ type Sweep struct {
 	// Tables are, per pass, the tables it deletes from: its own, its delete_with children's and
 	// its cascades', each a table label of sweeprail_rows_deleted_total exported at zero.
 	Tables map[string][]string
+	// Cascades are, per pass, the tables of its cascades: each a table label of
+	// sweeprail_rows_updated_total exported at zero.
+	Cascades map[string][]string
 	// PerRow are the per-row passes and each one's table: sweeprail_rows_processed_total is
 	// exported at zero for these alone. What their function did to the rows is its own affair,
 	// so they have no Tables: their keys are processed, not rows deleted.
@@ -38,6 +41,7 @@ type Labels struct {
 // metrics need not build one.
 type Metrics struct {
 	rowsDeleted   *prometheus.CounterVec
+	rowsUpdated   *prometheus.CounterVec
 	rowsProcessed *prometheus.CounterVec
 	rowsArchived  *prometheus.CounterVec
 	partsDropped  *prometheus.CounterVec
@@ -58,6 +62,10 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_deleted_total",
 			Help: "Rows deleted by sweeps, by sweep, pass and table: the pass's own, its delete_with children's and those its cascades deleted.",
+		}, []string{"sweep", "pass", "table"}),
+		rowsUpdated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_rows_updated_total",
+			Help: "Rows the schema's ON DELETE SET NULL and SET DEFAULT keys changed as sweeps deleted the rows they reference, by sweep, pass and the changed table (one of the pass's cascades).",
 		}, []string{"sweep", "pass", "table"}),
 		rowsProcessed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_rows_processed_total",
@@ -107,7 +115,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		}, []string{"sweep"}),
 	}
 	m.lag = newLagGauges()
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails, m.lag.seconds, m.lag.measured} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsUpdated, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails, m.lag.seconds, m.lag.measured} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -116,6 +124,9 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		for _, p := range s.Passes {
 			for _, t := range s.Tables[p] {
 				m.rowsDeleted.WithLabelValues(s.Name, p, t)
+			}
+			for _, t := range s.Cascades[p] {
+				m.rowsUpdated.WithLabelValues(s.Name, p, t)
 			}
 			m.partsDropped.WithLabelValues(s.Name, p)
 			m.lag.zero(s.Name, p)
@@ -147,6 +158,15 @@ func (m *Metrics) RowsDeleted(sweep, pass, table string, n int64) {
 		return
 	}
 	m.rowsDeleted.WithLabelValues(sweep, pass, table).Add(float64(n))
+}
+
+// RowsUpdated adds n to the rows of table a pass's deletes changed through SET NULL and SET
+// DEFAULT keys.
+func (m *Metrics) RowsUpdated(sweep, pass, table string, n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.rowsUpdated.WithLabelValues(sweep, pass, table).Add(float64(n))
 }
 
 // RowsProcessed adds n to the keys a per-row pass handed to its function, on the pass's table.

@@ -14,8 +14,8 @@ import (
 func labels() metrics.Labels {
 	return metrics.Labels{
 		Sweeps: []metrics.Sweep{
-			{Name: "notifications", Passes: []string{"read", "erase"}, Tables: map[string][]string{"read": {"notifications", "deliveries"}},
-				PerRow: map[string]string{"erase": "accounts"}},
+			{Name: "notifications", Passes: []string{"read", "erase"}, Tables: map[string][]string{"read": {"notifications", "deliveries", "read_marks"}},
+				Cascades: map[string][]string{"read": {"read_marks"}}, PerRow: map[string]string{"erase": "accounts"}},
 			{Name: "audit-log", Passes: []string{"operational", "compliance"}, Archiving: []string{"operational"},
 				Tables: map[string][]string{"operational": {"audit_log"}, "compliance": {"audit_log"}}},
 		},
@@ -31,7 +31,8 @@ func TestNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]int{
-			"sweeprail_rows_deleted_total":             4, // three passes' tables, one with a child
+			"sweeprail_rows_deleted_total":             5, // three passes' tables, one with a child and a cascade
+			"sweeprail_rows_updated_total":             1, // the one pass's cascade, none of the others
 			"sweeprail_rows_processed_total":           1, // the one per-row pass, none of the others
 			"sweeprail_rows_archived_total":            1, // the one pass that archives
 			"sweeprail_runs_total":                     6, // two sweeps x three outcomes
@@ -71,6 +72,7 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 		m.RowsDeleted("notifications", "read", "notifications", 12)
 		m.RowsDeleted("notifications", "read", "deliveries", 30)
 		m.RowsDeleted("audit-log", "operational", "audit_log", 7)
+		m.RowsUpdated("notifications", "read", "read_marks", 4)
 		m.RowsArchived("audit-log", "operational", 7)
 		m.RowsProcessed("notifications", "erase", "accounts", 3)
 		m.Run("notifications", "exhausted", time.Second, true, end)
@@ -90,6 +92,10 @@ sweeprail_rows_deleted_total{pass="compliance",sweep="audit-log",table="audit_lo
 sweeprail_rows_deleted_total{pass="operational",sweep="audit-log",table="audit_log"} 7
 sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="deliveries"} 30
 sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="notifications"} 12
+sweeprail_rows_deleted_total{pass="read",sweep="notifications",table="read_marks"} 0
+# HELP sweeprail_rows_updated_total Rows the schema's ON DELETE SET NULL and SET DEFAULT keys changed as sweeps deleted the rows they reference, by sweep, pass and the changed table (one of the pass's cascades).
+# TYPE sweeprail_rows_updated_total counter
+sweeprail_rows_updated_total{pass="read",sweep="notifications",table="read_marks"} 4
 # HELP sweeprail_rows_processed_total Keys per-row passes handed to their function that did the work (the calls that did not answer false), by sweep, pass and the pass's table; not counted as rows deleted.
 # TYPE sweeprail_rows_processed_total counter
 sweeprail_rows_processed_total{pass="erase",sweep="notifications",table="accounts"} 3
@@ -106,7 +112,7 @@ sweeprail_throttled_seconds_total{sweep="audit-log"} 0
 sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
-			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_rows_processed_total", "sweeprail_rows_archived_total",
+			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_rows_updated_total", "sweeprail_rows_processed_total", "sweeprail_rows_archived_total",
 			"sweeprail_auth_failures_total",
 			"sweeprail_throttled_seconds_total"); err != nil {
 			t.Fatal(err)
@@ -116,6 +122,7 @@ sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 	t.Run("nil records nothing and does not panic", func(t *testing.T) {
 		var m *metrics.Metrics
 		m.RowsDeleted("a", "b", "c", 1)
+		m.RowsUpdated("a", "b", "c", 1)
 		m.RowsArchived("a", "b", 1)
 		m.RowsProcessed("a", "b", "c", 1)
 		m.Batch("a", time.Second)

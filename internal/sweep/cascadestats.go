@@ -123,9 +123,9 @@ func (pr *passRun) measure(ctx context.Context, tx pgx.Tx, fn func(context.Conte
 	return nil
 }
 
-// countRows adds a committed batch's rows to the answer and the row metric, per table: n of
+// countRows adds a committed batch's rows to the answer and the row metrics, per table: n of
 // the pass's own, each child's (children), and what the cascades deleted, less what the
-// statement deleted from the same table itself.
+// statement deleted from the same table itself, and updated.
 func (pr *passRun) countRows(n int64, children []int64) {
 	m := pr.r.cfg.Metrics
 	m.RowsDeleted(pr.of.sweep, pr.p.Name, pr.p.Table, n)
@@ -146,6 +146,7 @@ func (pr *passRun) countRows(n int64, children []int64) {
 		pr.out.Cascades[i].Deleted += d
 		pr.out.Cascades[i].Updated += cc.updated[i]
 		m.RowsDeleted(pr.of.sweep, pr.p.Name, pr.p.Cascades[i], d)
+		m.RowsUpdated(pr.of.sweep, pr.p.Name, pr.p.Cascades[i], cc.updated[i])
 	}
 	cc.deleted, cc.updated = nil, nil
 }

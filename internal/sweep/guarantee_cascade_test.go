@@ -32,9 +32,11 @@ type cascadeCountCase struct {
 	cascades []wire.CascadeRows
 	// uncounted says the dry run cannot count the cascades (a key onto the swept table).
 	uncounted bool
-	// metric is sweeprail_rows_deleted_total per table; lost the rows each table lost, and
-	// changed a query counting the rows a SET NULL or SET DEFAULT key changed.
+	// metric is sweeprail_rows_deleted_total per table, updated sweeprail_rows_updated_total;
+	// lost the rows each table lost, and changed a query counting the rows a SET NULL or SET
+	// DEFAULT key changed.
 	metric  map[string]float64
+	updated map[string]float64
 	lost    map[string]int64
 	changed string
 }
@@ -65,6 +67,7 @@ CREATE TABLE device_slots (id bigint PRIMARY KEY, device_id bigint DEFAULT NULL 
 		deleted:  30,
 		cascades: []wire.CascadeRows{{Table: "device_slots", Updated: 30}},
 		metric:   map[string]float64{"devices": 30, "device_slots": 0},
+		updated:  map[string]float64{"device_slots": 30},
 		lost:     map[string]int64{"devices": 30, "device_slots": 0},
 		changed:  `SELECT count(*) FROM device_slots WHERE device_id IS NULL`,
 	},
@@ -130,6 +133,7 @@ CREATE INDEX post_files_post_id ON post_files (post_id)`,
 		children: []wire.ChildRows{{Table: "profiles", Column: "id", Rows: 30}},
 		cascades: []wire.CascadeRows{{Table: "members"}, {Table: "profile_photos", Deleted: 60}, {Table: "profile_views", Updated: 30}},
 		metric:   map[string]float64{"members": 30, "profiles": 30, "profile_photos": 60, "profile_views": 0},
+		updated:  map[string]float64{"members": 0, "profile_photos": 0, "profile_views": 30},
 		lost:     map[string]int64{"members": 30, "profiles": 30, "profile_photos": 60, "profile_views": 0},
 		changed:  `SELECT count(*) FROM profile_views WHERE profile_id IS NULL`,
 	},
@@ -149,6 +153,7 @@ ALTER TABLE profiles ADD sponsor_id bigint REFERENCES members (id) ON DELETE CAS
 			{Table: "profile_photos", Deleted: 70}, {Table: "profile_views", Updated: 35}},
 		uncounted: true,
 		metric:    map[string]float64{"members": 35, "profiles": 35, "profile_photos": 70, "profile_views": 0},
+		updated:   map[string]float64{"profile_views": 35},
 		lost:      map[string]int64{"members": 35, "profiles": 35, "profile_photos": 70, "profile_views": 0},
 	},
 }
@@ -226,6 +231,11 @@ func TestCascadeCounts(t *testing.T) {
 			for tbl, n := range tc.metric {
 				if got := counterValue(t, reg, "sweeprail_rows_deleted_total", map[string]string{"sweep": "s", "pass": "p", "table": tbl}); got != n {
 					t.Errorf("sweeprail_rows_deleted_total{table=%q} = %v, want %v", tbl, got, n)
+				}
+			}
+			for tbl, n := range tc.updated {
+				if got := counterValue(t, reg, "sweeprail_rows_updated_total", map[string]string{"sweep": "s", "pass": "p", "table": tbl}); got != n {
+					t.Errorf("sweeprail_rows_updated_total{table=%q} = %v, want %v", tbl, got, n)
 				}
 			}
 		})
