@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,6 +240,83 @@ func TestGrants(t *testing.T) {
 			if _, err := as.Exec(context.Background(), stmt); err == nil || !strings.Contains(err.Error(), "42501") {
 				t.Errorf("%s as the role: %v, want 42501", stmt, err)
 			}
+		}
+	})
+
+	// The dry run counts a pass's cascades by reading their tables, which the run itself never
+	// reads (the keys' own triggers do the deleting): the grants give SELECT on them.
+	t.Run("a dry run with cascades, on exactly the grants", func(t *testing.T) {
+		cascadePolicy := filepath.Join(dir, "cascades.yaml")
+		if err := os.WriteFile(cascadePolicy, []byte(`sweeps:
+  - name: apps
+    passes:
+      - name: unused
+        table: apps
+        age_column: used_at
+        retention: 30d
+        cascades: [app_tokens, app_audit]
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		role := "sweeper_" + randomHex(t)
+		out := grantsFor(t, map[string]string{}, "--role", role, cascadePolicy)
+		for _, want := range []string{
+			`GRANT SELECT ON "app_audit" TO "` + role + `";`,
+			`GRANT SELECT ON "app_tokens" TO "` + role + `";`,
+		} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("grants lack %s:\n%s", want, out)
+			}
+		}
+		u, admin, exec := withRole(t, role)
+		exec(`CREATE TABLE apps (id bigint PRIMARY KEY, used_at timestamptz NOT NULL);
+CREATE INDEX apps_used_at ON apps (used_at);
+CREATE TABLE app_tokens (id bigint PRIMARY KEY, app_id bigint NOT NULL REFERENCES apps (id) ON DELETE CASCADE);
+CREATE INDEX app_tokens_app_id ON app_tokens (app_id);
+CREATE TABLE app_audit (id bigint PRIMARY KEY, app_id bigint REFERENCES apps (id) ON DELETE SET NULL);
+CREATE INDEX app_audit_app_id ON app_audit (app_id);
+INSERT INTO apps SELECT i, now() - CASE WHEN i <= 6 THEN interval '40 days' ELSE interval '1 day' END FROM generate_series(1, 10) i;
+INSERT INTO app_tokens SELECT i * 2 + k, i FROM generate_series(1, 10) i, generate_series(0, 1) k;
+INSERT INTO app_audit SELECT i, i FROM generate_series(1, 10) i`)
+		for _, stmt := range sqlStatements(out) {
+			exec(stmt)
+		}
+		s := startServe(t, map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
+			"SWEEP_POLICY_FILE": cascadePolicy})
+		post := func(body string, into any) (int, string) {
+			t.Helper()
+			resp, err := http.DefaultClient.Do(signedRequest(t, http.MethodPost, s.url+"/internal/sweep-apps", body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, into); err != nil {
+				t.Fatalf("%v: %s", err, raw)
+			}
+			return resp.StatusCode, string(raw)
+		}
+		want := []wire.CascadeRows{{Table: "app_tokens", Deleted: 12}, {Table: "app_audit", Updated: 6}}
+		var dry wire.DryRunResult
+		if status, raw := post(`{"dryRun": true}`, &dry); status != http.StatusOK || len(dry.Passes) != 1 || dry.Passes[0].Eligible == nil ||
+			*dry.Passes[0].Eligible != 6 || !slices.Equal(dry.Passes[0].Cascades, want) {
+			t.Fatalf("dry run as the least-privileged role: %d %s, want 6 eligible and cascades %+v", status, raw, want)
+		}
+		var res wire.Result
+		if status, raw := post("", &res); status != http.StatusOK || res.Deleted != 6 || len(res.Passes) != 1 || !slices.Equal(res.Passes[0].Cascades, want) {
+			t.Fatalf("run as the least-privileged role: %d %s, want 6 deleted and cascades %+v", status, raw, want)
+		}
+		var tokens int
+		if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM app_tokens`).Scan(&tokens); err != nil || tokens != 8 {
+			t.Fatalf("%d tokens left (%v), want the 8 of the young apps", tokens, err)
+		}
+		exec(`REVOKE SELECT ON app_tokens FROM ` + role)
+		var failed map[string]any
+		if status, raw := post(`{"dryRun": true}`, &failed); status != http.StatusInternalServerError || !strings.Contains(raw, "permission denied for table app_tokens") {
+			t.Fatalf("dry run without SELECT on a cascades table: %d %s, want 500 permission denied for table app_tokens", status, raw)
 		}
 	})
 

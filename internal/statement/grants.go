@@ -18,6 +18,7 @@ import (
 //	keep guard's table   SELECT
 //	archive_to table     INSERT
 //	delete_with child    SELECT, DELETE
+//	cascades table       SELECT (the dry run counts its rows; the keys' own triggers delete them)
 //	per-row function     EXECUTE (with a comment: what it writes, unless SECURITY DEFINER)
 //	every schema named   USAGE
 //
@@ -50,6 +51,9 @@ func Grants(specs []policy.Spec, role string) []string {
 			}
 			for _, c := range p.DeleteWith {
 				add(c.Table, "SELECT", "DELETE")
+			}
+			for _, c := range p.Cascades {
+				add(c, "SELECT")
 			}
 			switch p.Mode {
 			case policy.ModePerRow:
