@@ -264,9 +264,20 @@ func formatLine(rr routeResult, width int) string {
 		}
 	default:
 		fmt.Fprintf(&b, " deleted=%d", a.Deleted)
+		var tc tableCounts
+		perRow := a.Processed > 0
+		for _, p := range a.Passes {
+			tc.add(p.Children, p.Cascades)
+			perRow = perRow || p.Path == pathPerRow
+		}
+		if perRow {
+			// A per-row pass deletes nothing itself: its function's work is its processed keys.
+			fmt.Fprintf(&b, " processed=%d", a.Processed)
+		}
 		if a.Archived > 0 {
 			fmt.Fprintf(&b, " archived=%d", a.Archived)
 		}
+		b.WriteString(tc.String())
 		fmt.Fprintf(&b, " batches=%d duration=%dms stop=%s", a.BatchCount, a.DurationMs, a.StopReason)
 		if a.Error != nil {
 			fmt.Fprintf(&b, " error=%s pass=%q message=%q", a.Error.Code, a.Error.Pass, a.Error.Message)
@@ -290,9 +301,13 @@ func formatDryRunPass(p classify.DryRunPass) string {
 		eligible = fmt.Sprint(*p.Eligible)
 	}
 	s := fmt.Sprintf("[%s eligible=%s estimate=%d", name, eligible, p.Estimate)
-	// The rows of each delete_with child that would go with the eligible rows.
-	for _, c := range p.Children {
-		s += fmt.Sprintf(" +%s=%d", c.Table, c.Rows)
+	// The rows of each delete_with child, and of each cascades table, that would go with the
+	// eligible rows.
+	var tc tableCounts
+	tc.add(p.Children, p.Cascades)
+	s += tc.String()
+	if p.CascadesUncounted {
+		s += " cascades-uncounted"
 	}
 	if p.CountTimedOut {
 		s += " count-timed-out"

@@ -110,11 +110,13 @@ type DryRunPass = wire.DryRunPass
 
 // Answer is a parsed sweep answer: a run's, or a dry run's when DryRunPasses is set.
 type Answer struct {
-	Sweep      string     `json:"sweep"`
-	RunID      string     `json:"runId,omitempty"`
-	DryRun     bool       `json:"dryRun"`
-	Skipped    bool       `json:"skipped"`
-	Deleted    int64      `json:"deleted"`
+	Sweep   string `json:"sweep"`
+	RunID   string `json:"runId,omitempty"`
+	DryRun  bool   `json:"dryRun"`
+	Skipped bool   `json:"skipped"`
+	Deleted int64  `json:"deleted"`
+	// Processed is the keys the per-row passes handed to their function (the wire's Result).
+	Processed  int64      `json:"processed,omitempty"`
 	Archived   int64      `json:"archived,omitempty"`
 	BatchCount int        `json:"batchCount"`
 	DurationMs int64      `json:"durationMs"`
@@ -269,6 +271,7 @@ type wireAnswer struct {
 	DryRun     bool            `json:"dryRun"`
 	Skipped    bool            `json:"skipped"`
 	Deleted    int64           `json:"deleted"`
+	Processed  int64           `json:"processed"`
 	Archived   int64           `json:"archived"`
 	BatchCount int             `json:"batchCount"`
 	DurationMs int64           `json:"durationMs"`
@@ -306,7 +309,7 @@ func parse(body []byte) (*Answer, error) {
 		return nil, errors.New(`not a sweep answer: empty "sweep"`)
 	}
 	a := &Answer{
-		Sweep: w.Sweep, RunID: w.RunID, DryRun: w.DryRun, Skipped: w.Skipped, Deleted: w.Deleted, Archived: w.Archived,
+		Sweep: w.Sweep, RunID: w.RunID, DryRun: w.DryRun, Skipped: w.Skipped, Deleted: w.Deleted, Processed: w.Processed, Archived: w.Archived,
 		BatchCount: w.BatchCount, DurationMs: w.DurationMs, Truncated: w.Truncated,
 		StopReason: w.StopReason, Error: w.Error, HistoryError: w.HistoryError,
 	}
