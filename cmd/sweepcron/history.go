@@ -26,7 +26,8 @@ const runsPath = "/internal/runs"
 const historyUsage = `Usage: sweepcron history [--sweep NAME] [--limit N] [--json]
 
 Prints the API's run history (GET /internal/runs), newest first as the API orders it: one line per
-run, skipped and failed runs included, with an indented line for a run's error. --json prints the
+run, skipped and failed runs included, with indented lines for what went with a run's rows
+(delete_with tables, cascades) and for its error. --json prints the
 API's answer as it came. Under the table, each sweep's retention verdict (GET /internal/sweeps),
 after the summary line the status page opens with. Needs API_URL and INTERNAL_SIGNING_KEY; INTERNAL_FETCH_TIMEOUT bounds the
 request.
@@ -172,8 +173,9 @@ func parseHistory(body []byte) (historyAnswer, error) {
 	return a, nil
 }
 
-// writeHistory prints the table: one line per run, in the API's order, and an indented line
-// under a failed run for its error, which is left out of the column widths.
+// writeHistory prints the table: one line per run, in the API's order, and indented lines under
+// a run for what went with its rows (delete_with children, cascades) and for its error, which are
+// left out of the column widths.
 func writeHistory(w io.Writer, runs []wire.HistoryRun, sweep string) error {
 	if len(runs) == 0 {
 		msg := "no runs recorded"
@@ -183,7 +185,7 @@ func writeHistory(w io.Writer, runs []wire.HistoryRun, sweep string) error {
 		_, err := fmt.Fprintln(w, msg)
 		return err
 	}
-	rows := [][]string{{"STARTED", "SWEEP", "DURATION", "STOP", "DELETED", "ARCHIVED", "DROPPED", "RUN", "REQUEST"}}
+	rows := [][]string{{"STARTED", "SWEEP", "DURATION", "STOP", "DELETED", "PROCESSED", "ARCHIVED", "DROPPED", "RUN", "REQUEST"}}
 	notes := []string{""}
 	for _, r := range runs {
 		duration, stop := "-", ""
@@ -205,16 +207,26 @@ func writeHistory(w io.Writer, runs []wire.HistoryRun, sweep string) error {
 		if r.Requests > 1 {
 			stop += fmt.Sprintf(" ×%d", r.Requests)
 		}
+		var processed int64
+		var tc tableCounts
+		for _, p := range r.Passes {
+			processed += p.Processed
+			tc.add(p.Children, p.Cascades)
+		}
 		rows = append(rows, []string{
 			r.StartedAt.UTC().Format(time.RFC3339), r.Sweep, duration, stop,
-			strconv.FormatInt(r.Deleted, 10), strconv.FormatInt(r.Archived, 10), strconv.FormatInt(r.PartitionsDropped, 10),
-			r.RunID, orDash(r.RequestID),
+			strconv.FormatInt(r.Deleted, 10), strconv.FormatInt(processed, 10), strconv.FormatInt(r.Archived, 10),
+			strconv.FormatInt(r.PartitionsDropped, 10), r.RunID, orDash(r.RequestID),
 		})
-		note := ""
-		if e := r.Error; e != nil {
-			note = fmt.Sprintf("  error %s in pass %q: %s", e.Code, e.Pass, oneLine(e.Message))
+		// What went with the run's rows, then its error, each on a line of its own under it.
+		var note []string
+		if with := tc.String(); with != "" {
+			note = append(note, "  with"+with)
 		}
-		notes = append(notes, note)
+		if e := r.Error; e != nil {
+			note = append(note, fmt.Sprintf("  error %s in pass %q: %s", e.Code, e.Pass, oneLine(e.Message)))
+		}
+		notes = append(notes, strings.Join(note, "\n"))
 	}
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {

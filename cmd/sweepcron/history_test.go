@@ -16,11 +16,16 @@ import (
 const historyBody = `{"runs":[
 {"runId":"6f1c0e7e-0000-4000-8000-000000000001","sweep":"notifications","startedAt":"2026-11-24T09:15:00Z","finishedAt":"2026-11-24T09:15:01.234Z",
  "stopReason":"exhausted","truncated":false,"skipped":false,"deleted":1200,"archived":0,"partitionsDropped":0,
- "passes":[{"pass":"read","deleted":1000,"archived":0,"partitionsDropped":0,"stopReason":"exhausted"},{"pass":"unread","deleted":200,"archived":0,"partitionsDropped":0,"stopReason":"exhausted"}],
+ "passes":[{"pass":"read","deleted":1000,"archived":0,"partitionsDropped":0,"stopReason":"exhausted",
+   "children":[{"table":"deliveries","column":"notification_id","rows":1500}],
+   "cascades":[{"table":"read_marks","deleted":300,"updated":0},{"table":"notification_audit","deleted":0,"updated":1000}]},
+  {"pass":"unread","deleted":200,"archived":0,"partitionsDropped":0,"stopReason":"exhausted",
+   "children":[{"table":"deliveries","column":"notification_id","rows":20}],"cascades":[{"table":"read_marks","deleted":0,"updated":0}]}],
  "error":null,"requestId":"req-1"},
 {"runId":"6f1c0e7e-0000-4000-8000-000000000002","sweep":"erasure","startedAt":"2026-11-25T09:15:00+01:00","finishedAt":"2026-11-25T09:16:30+01:00",
  "stopReason":"batch-error","truncated":false,"skipped":false,"deleted":5,"archived":3,"partitionsDropped":1,
- "passes":[{"pass":"users","deleted":5,"archived":3,"partitionsDropped":1,"stopReason":"batch-error"}],
+ "passes":[{"pass":"users","deleted":5,"archived":3,"partitionsDropped":1,"stopReason":"batch-error"},
+  {"pass":"forget","deleted":0,"archived":0,"partitionsDropped":0,"stopReason":"exhausted","path":"per-row","processed":163}],
  "error":{"code":"23503","message":"update or delete violates\nforeign key constraint","pass":"users"},"requestId":"req-2"},
 {"runId":"6f1c0e7e-0000-4000-8000-000000000003","sweep":"notifications","startedAt":"2026-11-26T09:15:00Z","finishedAt":"2026-11-26T09:15:00.004Z",
  "stopReason":"lease-held","truncated":false,"skipped":true,"deleted":0,"archived":0,"partitionsDropped":0,"passes":[],"error":null,"requestId":"","requests":300},
@@ -39,13 +44,14 @@ func TestHistoryTable(t *testing.T) {
 		t.Fatalf("exit %d (%v)\n%s", code, err, stderr)
 	}
 	want := []string{
-		"STARTED               SWEEP          DURATION  STOP                DELETED  ARCHIVED  DROPPED  RUN                                   REQUEST",
-		"2026-11-24T09:15:00Z  notifications  1.2s      exhausted           1200     0         0        6f1c0e7e-0000-4000-8000-000000000001  req-1",
-		"2026-11-25T08:15:00Z  erasure        1m30s     batch-error         5        3         1        6f1c0e7e-0000-4000-8000-000000000002  req-2",
+		"STARTED               SWEEP          DURATION  STOP                DELETED  PROCESSED  ARCHIVED  DROPPED  RUN                                   REQUEST",
+		"2026-11-24T09:15:00Z  notifications  1.2s      exhausted           1200     0          0         0        6f1c0e7e-0000-4000-8000-000000000001  req-1",
+		"  with +deliveries=1520 +read_marks=300(cascade) ~notification_audit=1000(updated)",
+		"2026-11-25T08:15:00Z  erasure        1m30s     batch-error         5        163        3         1        6f1c0e7e-0000-4000-8000-000000000002  req-2",
 		`  error 23503 in pass "users": update or delete violates foreign key constraint`,
-		"2026-11-26T09:15:00Z  notifications  4ms       lease-held ×300     0        0         0        6f1c0e7e-0000-4000-8000-000000000003  -",
-		"2026-11-27T09:15:00Z  audit-log      -         unfinished          0        0         0        6f1c0e7e-0000-4000-8000-000000000004  req-4",
-		"2026-11-28T09:15:00Z  audit-log      1m30s     budget (truncated)  90000    0         0        6f1c0e7e-0000-4000-8000-000000000005  req-5",
+		"2026-11-26T09:15:00Z  notifications  4ms       lease-held ×300     0        0          0         0        6f1c0e7e-0000-4000-8000-000000000003  -",
+		"2026-11-27T09:15:00Z  audit-log      -         unfinished          0        0          0         0        6f1c0e7e-0000-4000-8000-000000000004  req-4",
+		"2026-11-28T09:15:00Z  audit-log      1m30s     budget (truncated)  90000    0          0         0        6f1c0e7e-0000-4000-8000-000000000005  req-5",
 	}
 	got := lines(stdout)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
