@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,9 +38,12 @@ type routeResult struct {
 	StatusCode int               `json:"statusCode,omitempty"`
 	// ElapsedMs is the client's view of the exchange, useful when there is no answer to say
 	// how long the server took (a timeout, a broken body).
-	ElapsedMs int64            `json:"elapsedMs"`
-	Detail    string           `json:"detail,omitempty"`
-	Answer    *classify.Answer `json:"answer,omitempty"`
+	ElapsedMs int64  `json:"elapsedMs"`
+	Detail    string `json:"detail,omitempty"`
+	// Answer is the sweep answer as the API sent it, every field kept, those this client does
+	// not know too; absent when the body held none. parsed is what the text line reads of it.
+	Answer json.RawMessage `json:"answer,omitempty"`
+	parsed *classify.Answer
 }
 
 // report is one tick: the --json document, and what the text summary is made from.
@@ -163,7 +167,10 @@ func (r *runner) sweep(ctx context.Context, rep *report) error {
 		rr := routeResult{
 			Sweep: s.Name, Route: s.Route, Category: res.Category, Failed: res.Category.Failed(),
 			StatusCode: ex.in.StatusCode, ElapsedMs: ex.elapsed.Milliseconds(),
-			Detail: res.Detail, Answer: res.Answer,
+			Detail: res.Detail, parsed: res.Answer,
+		}
+		if res.Answer != nil {
+			rr.Answer = bytes.TrimSpace(ex.in.Body)
 		}
 		rep.Routes = append(rep.Routes, rr)
 		rep.Summary[rr.Category]++
@@ -253,7 +260,7 @@ func names(refs []sweepRef) []string {
 func formatLine(rr routeResult, width int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-*s  %-14s", width, rr.Sweep, rr.Category)
-	a := rr.Answer
+	a := rr.parsed
 	switch {
 	case a == nil:
 		b.WriteString(" " + rr.Detail)

@@ -1,7 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
 // cascadeRunBody is a run whose pass deleted a one-to-one parent with each row, and whose keys
@@ -58,5 +64,91 @@ func TestRunLines(t *testing.T) {
 				t.Errorf("line\n%s\nwant\n%s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunJSONKeepsTheAnswer checks that --json hands on each answer as the API sent it: every
+// field of a run's and a dry run's answer, set, comes back equal, and so does one this client
+// does not know.
+func TestRunJSONKeepsTheAnswer(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	epoch, lag := int64(1_700_000_000), 1.5
+	run := wire.Result{Sweep: "s", RunID: "r1", DryRun: true, Skipped: true, Deleted: 30, Archived: 3, BatchCount: 5, DurationMs: 40,
+		Processed: 7, ReferenceTime: &at, Truncated: true, StopReason: wire.StopLeaseHeld,
+		Passes: []wire.PassResult{{Pass: "p", Deleted: 30, Processed: 7, Cutoff: at, CutoffEpoch: &epoch, AgeUnit: "seconds", DurationMs: 40,
+			Archived: 3, Recovered: 1, BatchCount: 5, StopReason: wire.StopLeaseHeld, PartitionsDropped: 2, ThrottledMs: 9,
+			Children: []wire.ChildRows{{Table: "c", Column: "p_id", Rows: 4}}, Cascades: []wire.CascadeRows{{Table: "k", Deleted: 5, Updated: 6}},
+			Path: "index", LockRetries: 1, Lag: &wire.Lag{Seconds: &lag, MeasuredAt: at, Source: "read", Error: "e"},
+			LostCommit: &wire.LostCommit{Batch: 2, Rows: 3, Outcome: wire.BatchCommitted}}},
+		Error: &wire.ErrorInfo{Code: "x", Message: "m", Pass: "p"}, PartitionsDropped: 2, ThrottledMs: 9,
+		HistoryError: &wire.ErrorInfo{Code: "y", Message: "n", Pass: "p"}, TookOverLease: "owner"}
+	eligible := int64(30)
+	dry := wire.DryRunResult{Sweep: "s", DryRun: true, ReferenceTime: at, Counted: wire.DryRunCounted,
+		Passes: []wire.DryRunPass{{Pass: "p", Cutoff: at, CutoffEpoch: &epoch, AgeUnit: "seconds", Eligible: &eligible, Estimate: 31,
+			CountTimedOut: true, Indexed: true, Children: []wire.ChildRows{{Table: "c", Column: "p_id", Rows: 4}},
+			Cascades: []wire.CascadeRows{{Table: "k", Deleted: 5, Updated: 6}}, CascadesUncounted: true, Triggers: []string{"t"},
+			Path: "index", Partitions: []wire.DryRunPartition{{Name: "p1", RowsEstimate: 8}}}}}
+	for _, tc := range []struct {
+		name   string
+		answer any
+		args   []string
+	}{
+		{"a run's answer", run, nil},
+		{"a dry run's answer", dry, []string{"--dry-run"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			unset(t, reflect.ValueOf(tc.answer), reflect.TypeOf(tc.answer).Name())
+			raw, err := json.Marshal(tc.answer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := strings.Replace(string(raw), "{", `{"fieldOfALaterAPI":{"n":1},`, 1)
+			f := newFakeAPI(t, fakeSweep{name: "s", h: answer(200, body)})
+			_, stdout, _, _ := runCron(t, t.Context(), f.env(), append([]string{"--json"}, tc.args...)...)
+			var rep struct {
+				Routes []struct {
+					Answer map[string]any `json:"answer"`
+				} `json:"routes"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Routes) != 1 {
+				t.Fatalf("report %s (%v)", stdout, err)
+			}
+			var want map[string]any
+			if err := json.Unmarshal([]byte(body), &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(rep.Routes[0].Answer, want) {
+				t.Errorf("answer\n%v\nwant\n%v", rep.Routes[0].Answer, want)
+			}
+		})
+	}
+}
+
+// unset fails the test for each field of v left at its zero value, so that a field added to the
+// answer is added here too.
+func unset(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			unset(t, v.Elem(), path)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			unset(t, v.Index(i), path)
+		}
+	case reflect.Struct:
+		if v.Type() == reflect.TypeOf(time.Time{}) {
+			break
+		}
+		for i := range v.NumField() {
+			if f := v.Field(i); f.IsZero() {
+				t.Errorf("%s.%s is unset: set it, so that the round trip covers it", path, v.Type().Field(i).Name)
+			} else {
+				unset(t, f, path+"."+v.Type().Field(i).Name)
+			}
+		}
 	}
 }
