@@ -120,6 +120,14 @@ func TestGolden(t *testing.T) {
 			Timeouts{Statement: 10 * time.Second}.SQL() + ";\n" + Timeouts{Lock: 2 * time.Second}.SQL() + ";\n"
 		compareGolden(t, filepath.Join("testdata", "golden", "batch.begin.sql"), got)
 	})
+	// The catalog read a run compares with the fingerprint its pass was proven under.
+	want = append(want, "fingerprint.sql")
+	t.Run("fingerprint.sql", func(t *testing.T) {
+		t.Parallel()
+		got := "-- a pass's fingerprint: the md5 of the catalog facts its proof rests on, and the facts\n--   " +
+			FingerprintForm.Params.String() + "\n" + FingerprintForm.SQL + ";\n"
+		compareGolden(t, filepath.Join("testdata", "golden", "fingerprint.sql"), got)
+	})
 	t.Run("no stale golden files", func(t *testing.T) {
 		t.Parallel()
 		entries, err := os.ReadDir(filepath.Join("testdata", "golden"))

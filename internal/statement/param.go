@@ -37,6 +37,8 @@ const (
 	HeldKeys
 	// DeletedKeys are the keys a foreign archive's batch deleted.
 	DeletedKeys
+	// Tables are the tables a pass touches, as its statements name them (a fingerprint's).
+	Tables
 )
 
 // paramRoles names each role as templates write it, and says it as the listing does.
@@ -52,6 +54,7 @@ var paramRoles = [...]struct{ name, text string }{
 	Left:        {"left", "rows max_rows leaves"},
 	HeldKeys:    {"held-keys", "their keys"},
 	DeletedKeys: {"deleted-keys", "the keys deleted"},
+	Tables:      {"tables", "the tables the pass touches (text[])"},
 }
 
 // cutoffPlaceholder is the cutoff's placeholder, which a condition is rendered with before it
@@ -99,6 +102,8 @@ type Args struct {
 	FirstBlock, EndBlock uint32
 	// Keys are an archive's keys (HeldKeys, DeletedKeys).
 	Keys []string
+	// Tables are the names a fingerprint reads (Tables).
+	Tables []string
 }
 
 // Bind is a's values in ps's order: the arguments of a form that declares ps.
@@ -120,6 +125,8 @@ func (ps Params) Bind(a Args) []any {
 			out[i] = pgtype.TID{BlockNumber: a.EndBlock, Valid: true}
 		case HeldKeys, DeletedKeys:
 			out[i] = a.Keys
+		case Tables:
+			out[i] = a.Tables
 		}
 	}
 	return out
