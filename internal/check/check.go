@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -37,32 +36,8 @@ func Specs(ctx context.Context, pool *pgxpool.Pool, specs []policy.Spec) (warnin
 // trigger) are returned even when err is not nil. An error that is not the policy's (the
 // database unreachable) ends the check and is returned alone. See the package doc for the steps.
 func Policy(ctx context.Context, pool *pgxpool.Pool, p *policy.Policy) (warnings []string, err error) {
-	c := &checker{pol: p, pool: pool, tables: map[string]*tableInfo{}, suggested: map[string][2]string{}}
-	if errs := c.static(); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	var now time.Time
-	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
-		return nil, fmt.Errorf("check policy: read database clock: %w", err)
-	}
-	var found findings
-	for _, s := range policy.Normalize(p.Specs) {
-		for _, ps := range s.Passes {
-			// The cutoff comes from the database clock, as a run's does; the plan hardly depends
-			// on it, but a realistic value keeps the planner's estimates honest.
-			f, err := c.pass(ctx, s.Name, ps, now.Add(-ps.Retention))
-			if err != nil {
-				return nil, fmt.Errorf("check policy: sweep %q pass %q: %w", s.Name, ps.Name, err)
-			}
-			found.add(f)
-		}
-	}
-	advice, err := c.adviseAgeIndexes(ctx, found.unserved)
-	if err != nil {
-		return nil, fmt.Errorf("check policy: %w", err)
-	}
-	found.add(advice)
-	return found.warnings, errors.Join(found.problems...)
+	_, warnings, err = Prove(ctx, pool, p)
+	return warnings, err
 }
 
 // findings is what a step of the check found, in the order it found it.
@@ -139,6 +114,10 @@ func (t *tableInfo) columnNames() []string {
 }
 
 func (t *tableInfo) columnList() string { return strings.Join(t.columnNames(), ", ") }
+
+func newChecker(pool *pgxpool.Pool, p *policy.Policy) *checker {
+	return &checker{pol: p, pool: pool, tables: map[string]*tableInfo{}, suggested: map[string][2]string{}}
+}
 
 func (c *checker) problem(sweep, pass, field, format string, args ...any) *policy.Error {
 	return &policy.Error{File: c.pol.File, Line: c.pol.Line(sweep, pass, field), Sweep: sweep, Pass: pass, Err: fmt.Errorf(format, args...)}
