@@ -90,7 +90,7 @@ func historyPasses(res *wire.Result, tables map[string]string, sizes map[string]
 			PartitionsDropped: p.PartitionsDropped, StopReason: p.StopReason, Path: p.Path,
 			Children: p.Children, Cascades: p.Cascades, Recovered: p.Recovered,
 			Processed: p.Processed, CutoffEpoch: p.CutoffEpoch, AgeUnit: p.AgeUnit, DurationMs: p.DurationMs,
-			Lag: p.Lag, LostCommit: p.LostCommit}
+			Lag: p.Lag, LostCommit: p.LostCommit, SchemaChanged: p.SchemaChanged}
 		if !p.Cutoff.IsZero() {
 			cutoff := p.Cutoff
 			h.Cutoff = &cutoff

@@ -149,7 +149,7 @@ func newPassView(ps policy.Pass, runs []wire.HistoryRun) passView {
 			for _, c := range hp.Cascades {
 				v.With += c.Deleted
 			}
-			v.Failed = hp.StopReason == wire.StopBatchError
+			v.Failed = hp.StopReason.Fails()
 			v.Processed = hp.Processed
 			if hp.Cutoff != nil { // recorded with its cutoff, so with its duration too
 				v.Cutoff = hp.Cutoff.UTC().Format("2006-01-02 15:04:05Z")
@@ -176,7 +176,7 @@ func newRunView(r wire.HistoryRun, now time.Time, red *redact.Redactor) runView 
 		switch {
 		case r.Skipped:
 			v.State = "skipped"
-		case *r.StopReason == wire.StopBatchError:
+		case r.StopReason.Fails():
 			v.State = "failed"
 		case r.Truncated:
 			v.State = "truncated"

@@ -107,7 +107,7 @@ func Judge(runs []HistoryRun, now time.Time, expected time.Duration) SweepVerdic
 		v.Verdict, v.Reason = VerdictStale, "no run finished"
 		return v
 	}
-	if newest := finished[0]; *newest.StopReason == StopBatchError {
+	if newest := finished[0]; newest.StopReason.Fails() {
 		v.Verdict, v.Reason = VerdictFailing, "the newest run failed"
 		if newest.Error != nil {
 			v.Reason += ": " + newest.Error.Code

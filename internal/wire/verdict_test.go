@@ -48,6 +48,7 @@ func TestJudge(t *testing.T) {
 		{"only lease-held answers are stale", []HistoryRun{skipped}, h, VerdictStale, false},
 		{"lease-held answers are passed over", []HistoryRun{skipped, run(h, StopBudget, secs(50*3600)), run(2*h, StopBudget, secs(80*3600))}, 0, VerdictDraining, true},
 		{"newest run failed is failing", []HistoryRun{failed, run(2*h, StopExhausted, secs(0))}, 0, VerdictFailing, false},
+		{"newest run refused by a changed schema is failing", []HistoryRun{run(h, StopSchemaChanged, secs(0)), run(2*h, StopExhausted, secs(0))}, 0, VerdictFailing, false},
 		{"an unfinished run is judged by the finished ones", []HistoryRun{unfinished, run(h, StopExhausted, secs(0))}, h, VerdictBounded, false},
 	}
 	for _, tc := range cases {

@@ -33,16 +33,19 @@ type StopReason string
 // The stop reasons, from least to most severe (lease-held stands apart: a run that found the
 // lease held ran no pass).
 const (
-	StopExhausted  StopReason = "exhausted"
-	StopBatchCap   StopReason = "batch-cap"
-	StopBudget     StopReason = "budget"
-	StopShutdown   StopReason = "shutdown"
-	StopBatchError StopReason = "batch-error"
-	StopLeaseHeld  StopReason = "lease-held"
+	StopExhausted StopReason = "exhausted"
+	StopBatchCap  StopReason = "batch-cap"
+	StopBudget    StopReason = "budget"
+	StopShutdown  StopReason = "shutdown"
+	// StopSchemaChanged: the catalog facts the pass was proven under changed, and its check
+	// refuses the live schema; the pass deleted nothing.
+	StopSchemaChanged StopReason = "schema-changed"
+	StopBatchError    StopReason = "batch-error"
+	StopLeaseHeld     StopReason = "lease-held"
 )
 
 // stopOrder is every stop reason, least severe first.
-var stopOrder = []StopReason{StopExhausted, StopBatchCap, StopBudget, StopShutdown, StopBatchError, StopLeaseHeld}
+var stopOrder = []StopReason{StopExhausted, StopBatchCap, StopBudget, StopShutdown, StopSchemaChanged, StopBatchError, StopLeaseHeld}
 
 // StopReasons returns every stop reason, least severe first.
 func StopReasons() []StopReason { return slices.Clone(stopOrder) }
@@ -59,6 +62,10 @@ func (s StopReason) Truncates() bool {
 	return s == StopBudget || s == StopBatchCap || s == StopShutdown
 }
 
+// Fails reports whether a pass or run that stopped for s needs an operator: a batch failed, or
+// the check refuses a schema that changed since the pass was proven.
+func (s StopReason) Fails() bool { return s == StopBatchError || s == StopSchemaChanged }
+
 // OutcomeSkipped is the runs metric's outcome for a run that found its lease held.
 const OutcomeSkipped = "skipped"
 
@@ -67,11 +74,11 @@ const OutcomeSkipped = "skipped"
 func Outcomes() []string {
 	return []string{
 		string(StopExhausted), string(StopBatchCap), string(StopBudget),
-		string(StopShutdown), string(StopBatchError), OutcomeSkipped,
+		string(StopShutdown), string(StopSchemaChanged), string(StopBatchError), OutcomeSkipped,
 	}
 }
 
-// ErrorInfo describes the failure that stopped a pass with batch-error.
+// ErrorInfo describes the failure that stopped a pass with batch-error or schema-changed.
 type ErrorInfo struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -128,6 +135,18 @@ type PassResult struct {
 	// it committed (and its rows are counted above), rolled back, or is unknown because the
 	// database could not be asked; absent when every reply came back.
 	LostCommit *LostCommit `json:"lostCommit,omitempty"`
+	// SchemaChanged is, for a pass stopped by schema-changed, what changed and why the check
+	// refuses it now; absent otherwise.
+	SchemaChanged *SchemaChange `json:"schemaChanged,omitempty"`
+}
+
+// SchemaChange is a change to the catalog facts a pass was proven under that its check, run
+// again, refuses.
+type SchemaChange struct {
+	// Changed are the facts that changed, each "added: …" or "removed: …".
+	Changed []string `json:"changed"`
+	// Refusal is the check's refusal of the live schema, which says how to fix the policy.
+	Refusal string `json:"refusal"`
 }
 
 // LostCommit is one batch whose COMMIT's reply was lost: the connection died after the batch
@@ -201,8 +220,11 @@ type Result struct {
 	TookOverLease string `json:"tookOverLease,omitempty"`
 }
 
-// Failed reports whether the run stopped on a failed batch, which the API answers with 500.
-func (r *Result) Failed() bool { return r.StopReason == StopBatchError }
+// Failed reports whether the run stopped on a failed batch, or on a pass its check now refuses,
+// which the API answers with 500: either needs an operator.
+func (r *Result) Failed() bool {
+	return r.StopReason == StopBatchError || r.StopReason == StopSchemaChanged
+}
 
 // DryRunPass is one pass's count in a dry run.
 type DryRunPass struct {
@@ -339,6 +361,8 @@ type HistoryPass struct {
 	Cascades []CascadeRows `json:"cascades,omitempty"`
 	// Lag is PassResult's; nil in runs recorded before the history kept it.
 	Lag *Lag `json:"lag,omitempty"`
+	// SchemaChanged is PassResult's: what changed, and the check's refusal of it.
+	SchemaChanged *SchemaChange `json:"schemaChanged,omitempty"`
 }
 
 // The range of GET /internal/runs's limit.

@@ -12,7 +12,7 @@ import (
 func TestStopReasons(t *testing.T) {
 	t.Parallel()
 	t.Run("severity follows the documented order", func(t *testing.T) {
-		order := []wire.StopReason{wire.StopExhausted, wire.StopBatchCap, wire.StopBudget, wire.StopShutdown, wire.StopBatchError}
+		order := []wire.StopReason{wire.StopExhausted, wire.StopBatchCap, wire.StopBudget, wire.StopShutdown, wire.StopSchemaChanged, wire.StopBatchError}
 		for i := 1; i < len(order); i++ {
 			if order[i].Severity() <= order[i-1].Severity() {
 				t.Errorf("%s is not more severe than %s", order[i], order[i-1])
@@ -32,7 +32,7 @@ func TestStopReasons(t *testing.T) {
 	})
 	t.Run("outcomes are the run-ending reasons and skipped", func(t *testing.T) {
 		out := wire.Outcomes()
-		if !slices.Contains(out, wire.OutcomeSkipped) || slices.Contains(out, string(wire.StopLeaseHeld)) || len(out) != 6 {
+		if !slices.Contains(out, wire.OutcomeSkipped) || slices.Contains(out, string(wire.StopLeaseHeld)) || len(out) != 7 {
 			t.Errorf("outcomes %v", out)
 		}
 	})
