@@ -53,6 +53,7 @@ type Metrics struct {
 	throttled     *prometheus.CounterVec
 	unsigned      prometheus.Counter
 	historyFails  *prometheus.CounterVec
+	reproofs      *prometheus.CounterVec
 	lag           lagGauges
 }
 
@@ -95,7 +96,7 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		}, []string{"sweep"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sweeprail_last_success_timestamp_seconds",
-			Help: "Unix time of the last run that took its lease and ended without batch-error; 0 until the first.",
+			Help: "Unix time of the last run that took its lease and ended without batch-error or schema-changed; 0 until the first.",
 		}, []string{"sweep"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_auth_failures_total",
@@ -113,9 +114,13 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			Name: "sweeprail_history_write_failures_total",
 			Help: "Runs whose end could not be written to the run history (sweeprail.run), by sweep.",
 		}, []string{"sweep"}),
+		reproofs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sweeprail_reproofs_total",
+			Help: "Passes whose schema changed since their proof and were checked again before their first batch, by sweep, pass and outcome: proven (the run went on) or refused (schema-changed, nothing deleted).",
+		}, []string{"sweep", "pass", "outcome"}),
 	}
 	m.lag = newLagGauges()
-	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsUpdated, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails, m.lag.seconds, m.lag.measured} {
+	for _, c := range []prometheus.Collector{m.rowsDeleted, m.rowsUpdated, m.rowsProcessed, m.rowsArchived, m.partsDropped, m.runs, m.runDuration, m.batchDuration, m.lastSuccess, m.authFailures, m.throttled, m.unsigned, m.historyFails, m.reproofs, m.lag.seconds, m.lag.measured} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -129,6 +134,8 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 				m.rowsUpdated.WithLabelValues(s.Name, p, t)
 			}
 			m.partsDropped.WithLabelValues(s.Name, p)
+			m.reproofs.WithLabelValues(s.Name, p, ReproofProven)
+			m.reproofs.WithLabelValues(s.Name, p, ReproofRefused)
 			m.lag.zero(s.Name, p)
 		}
 		for p, t := range s.PerRow {
@@ -191,6 +198,25 @@ func (m *Metrics) PartitionsDropped(sweep, pass string, n int64) {
 		return
 	}
 	m.partsDropped.WithLabelValues(sweep, pass).Add(float64(n))
+}
+
+// The outcomes of sweeprail_reproofs_total.
+const (
+	ReproofProven  = "proven"
+	ReproofRefused = "refused"
+)
+
+// Reproof counts one pass checked again because its schema changed: refused when the check
+// refused it (the pass stopped with schema-changed), proven otherwise.
+func (m *Metrics) Reproof(sweep, pass string, refused bool) {
+	if m == nil {
+		return
+	}
+	outcome := ReproofProven
+	if refused {
+		outcome = ReproofRefused
+	}
+	m.reproofs.WithLabelValues(sweep, pass, outcome).Inc()
 }
 
 // Batch records one batch transaction's duration.

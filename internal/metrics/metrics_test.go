@@ -41,6 +41,7 @@ func TestNew(t *testing.T) {
 			"sweeprail_last_success_timestamp_seconds": 2,
 			"sweeprail_auth_failures_total":            2,
 			"sweeprail_throttled_seconds_total":        2,
+			"sweeprail_reproofs_total":                 8, // four passes x proven and refused
 		}
 		for name, n := range want {
 			if got := testutil.CollectAndCount(reg, name); got != n {
@@ -82,7 +83,7 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 		m.Throttled("notifications", 0)
 		m.Throttled("notifications", -time.Second)
 		expected := `
-# HELP sweeprail_last_success_timestamp_seconds Unix time of the last run that took its lease and ended without batch-error; 0 until the first.
+# HELP sweeprail_last_success_timestamp_seconds Unix time of the last run that took its lease and ended without batch-error or schema-changed; 0 until the first.
 # TYPE sweeprail_last_success_timestamp_seconds gauge
 sweeprail_last_success_timestamp_seconds{sweep="audit-log"} 0
 sweeprail_last_success_timestamp_seconds{sweep="notifications"} 1.8e+09
