@@ -73,10 +73,11 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	if err != nil {
 		return err
 	}
-	if err := checkPolicy(ctx, pol, pools.sweep, logger); err != nil {
+	proofs, err := checkPolicy(ctx, pol, pools.sweep, logger)
+	if err != nil {
 		return err
 	}
-	srv, replay, err := newAPIServer(ctx, cfg, environ, pol.Specs, pools, logger, &open)
+	srv, replay, err := newAPIServer(ctx, cfg, environ, pol.Specs, proofs, pools, logger, &open)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func openPools(ctx context.Context, cfg config.API, logger *slog.Logger, open *c
 // newAPIServer builds the HTTP server over the runner, with its metrics, tracing, replica
 // throttle and replay store, and pushes onto open what must be closed: the traces' flush and
 // the runs' context.
-func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string, specs []policy.Spec, pools *apiPools,
+func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string, specs []policy.Spec, proofs *check.Proofs, pools *apiPools,
 	logger *slog.Logger, open *closers) (*http.Server, *nonce.Store, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -177,7 +178,7 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 	}
 	runs := history.New(pools.sweep, time.Duration(cfg.RunHistoryRetention))
 	runner, err := sweep.NewRunner(sweep.Config{Pool: pools.sweep, Specs: specs, Settings: sweepSettings(cfg), Logger: logger,
-		Metrics: m, Tracing: tr, Throttle: throttle, History: runs})
+		Metrics: m, Tracing: tr, Throttle: throttle, History: runs, Proofs: proofs})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -298,12 +299,13 @@ func loadPolicy(cfg config.API) (*policy.Policy, []policy.Spec, error) {
 // whose tables, columns or indexes are not what it says would delete by rules nobody checked.
 // It checks sweeprail's own schema too (checkOwnSchema): without its lease table the first run
 // would fail. An unreachable database refuses the boot too, rather than serving an unchecked
-// policy; the orchestrator's restart retries it.
-func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, logger *slog.Logger) error {
+// policy; the orchestrator's restart retries it. The proofs it returns are what each run
+// compares its passes' catalog with before their first batch.
+func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, logger *slog.Logger) (*check.Proofs, error) {
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	own := checkOwnSchema(checkCtx, pool)
-	warnings, err := check.Policy(checkCtx, pool, pol)
+	proofs, warnings, err := check.Prove(checkCtx, pool, pol)
 	for _, w := range warnings {
 		logger.Warn("sweep policy", "file", pol.File, "warning", w)
 	}
@@ -313,7 +315,7 @@ func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, lo
 			own = nil // the same failure (an unreachable database), said once
 		}
 	}
-	return errors.Join(own, err)
+	return proofs, errors.Join(own, err)
 }
 
 // checkOwnSchema confirms that the database holds sweeprail's own schema as this build needs it:

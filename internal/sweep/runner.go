@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/check"
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
@@ -57,6 +58,10 @@ type Config struct {
 	// it can run (the heap path needs a plain table); empty chooses per pass and run from the
 	// planner's estimate of the eligible share. For benchmarks and tests: the choice is measured.
 	AccessPath Path
+	// Proofs are the fingerprints of the passes the boot's check proved (check.Prove): each
+	// pass compares its catalog with its own before its first batch, and is checked again when
+	// it changed. Nil compares nothing: the boot's check is trusted for the process's life.
+	Proofs *check.Proofs
 
 	// Test knobs (export_test.go): heapBlocks fixes the heap path's range in blocks; rowLockWait
 	// replaces rowLockTimeout; alwaysLock runs every batch in the locking form.
@@ -264,7 +269,7 @@ func (r *Runner) runPass(ctx context.Context, pr *passRun, res *wire.Result) err
 		run = pr.runPartitions
 	}
 	began := r.cfg.Now()
-	out, perr := run()
+	out, perr := pr.proven(run)
 	took := r.cfg.Now().Sub(began)
 	out.DurationMs = took.Milliseconds()
 	out.Cutoff, out.CutoffEpoch, out.AgeUnit = cutoffOf(pr.cutoff, pr.kind, pr.p)
@@ -282,7 +287,11 @@ func (r *Runner) runPass(ctx context.Context, pr *passRun, res *wire.Result) err
 	}
 	res.Truncated = res.Truncated || out.StopReason.Truncates()
 	if perr != nil {
-		pr.log.Error("batch failed", "pass", pr.p.Name, "err", perr)
+		msg := "batch failed"
+		if out.StopReason == wire.StopSchemaChanged {
+			msg = "schema changed since the pass was proven, and its check refuses it now"
+		}
+		pr.log.Error(msg, "pass", pr.p.Name, "err", perr)
 		if res.Error == nil {
 			res.Error = errorInfo(perr, pr.p.Name)
 		}
@@ -397,7 +406,10 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 	var short *ArchiveShortError
 	var differs *ArchiveDiffersError
 	var lost *CommitLostError
+	var changed *SchemaChangedError
 	switch {
+	case errors.As(err, &changed):
+		info.Code = SchemaChangedCode
 	case errors.As(err, &short):
 		info.Code = ArchiveShortCode
 	case errors.As(err, &differs):

@@ -7,6 +7,7 @@
 //
 //	runner.go          Runner, Config and Run: the lease, the reference time, the passes in order
 //	pass.go            one pass of one run: the batch loop, adaptive sizes, the replica throttle
+//	reproof.go         before a pass's first batch: its schema against its proof, re-proved
 //	batch.go           one batch: its form (a statement.Form), its arguments, its batchResult;
 //	                   no row locks first, retried once in the locking form on a held row
 //	batchtx.go         one batch's transaction, on the pass's connection, with its record
