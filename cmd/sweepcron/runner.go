@@ -290,7 +290,7 @@ func formatLine(rr routeResult, width int) string {
 			fmt.Fprintf(&b, " error=%s pass=%q message=%q", a.Error.Code, a.Error.Pass, a.Error.Message)
 		}
 	}
-	if a != nil && rr.Failed && (a.Error == nil || rr.Category != classify.BatchError) {
+	if a != nil && rr.Failed && (a.Error == nil || (rr.Category != classify.BatchError && rr.Category != classify.SchemaChanged)) {
 		// A failure the answer's fields do not explain by themselves (a 500 claiming success,
 		// a batch-error without error detail) gets the classifier's reason.
 		b.WriteString(" (" + rr.Detail + ")")

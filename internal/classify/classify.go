@@ -7,14 +7,16 @@
 //  1. TransportErr set (connect error, or timeout before any response header): unreachable.
 //  2. BodyErr set (the body read broke after the headers arrived): truncated-body, whatever the
 //     status, because a partial body cannot be trusted to say what happened.
-//  3. Non-2xx status: batch-error when the body is a sweep answer that reports a failed batch
-//     (the API answers 500 with the run's JSON then); otherwise fail, whatever the body claims:
-//     the client must not be more optimistic than a scheduler that reads only the status.
+//  3. Non-2xx status: batch-error when the body is a sweep answer that reports a failed batch,
+//     schema-changed when it reports a pass its check refused after the schema changed (the API
+//     answers 500 with the run's JSON for both); otherwise fail, whatever the body claims: the
+//     client must not be more optimistic than a scheduler that reads only the status.
 //  4. 2xx but not a sweep answer (not JSON, not a JSON object, no "sweep", neither a
 //     "stopReason" nor "dryRun": true, a field of the wrong type, an unknown stop reason, or an
 //     answer that contradicts itself such as skipped without lease-held): unparseable.
-//  5. A sweep answer, in priority order: skipped > batch-error > truncated > ok. The body decides,
-//     not the status: a 200 whose body reports a failed batch is still batch-error.
+//  5. A sweep answer, in priority order: skipped > batch-error > schema-changed > history-error >
+//     truncated > ok. The body decides, not the status: a 200 whose body reports a failed batch
+//     is still batch-error.
 //
 // A dry-run answer (dryRun true, no stopReason, passes carrying counts) is ok; its counts are in
 // Answer.DryRunPasses.
@@ -45,6 +47,10 @@ const (
 	Skipped Category = "skipped"
 	// BatchError is a run where a batch failed; the answer's Error says how.
 	BatchError Category = "batch-error"
+	// SchemaChanged is a run where a pass found the schema changed since its proof and its check
+	// refusing it now: the pass deleted nothing, and stays stopped until the policy or the schema
+	// is fixed. The answer's Error names the change and the fix.
+	SchemaChanged Category = "schema-changed"
 	// HistoryError is a run that went as its answer says, but whose end the API could not write to
 	// the run history (the answer's historyError).
 	HistoryError Category = "history-error"
@@ -61,7 +67,7 @@ const (
 
 // Categories returns every category, healthy ones first, in the order reports list them.
 func Categories() []Category {
-	return []Category{OK, Truncated, Skipped, BatchError, HistoryError, Fail, TruncatedBody, Unparseable, Unreachable}
+	return []Category{OK, Truncated, Skipped, BatchError, SchemaChanged, HistoryError, Fail, TruncatedBody, Unparseable, Unreachable}
 }
 
 // Failed reports whether c makes the cron client exit non-zero. An unknown category counts as
@@ -85,6 +91,8 @@ const (
 	StopBatchError = wire.StopBatchError
 	StopShutdown   = wire.StopShutdown
 	StopLeaseHeld  = wire.StopLeaseHeld
+	// StopSchemaChanged is the stop reason of a pass its check refused after the schema changed.
+	StopSchemaChanged = wire.StopSchemaChanged
 )
 
 // Input is the outcome of one HTTP exchange with a sweep route.
@@ -173,6 +181,9 @@ func classifyNon2xx(in Input, ans *Answer, perr error) Result {
 		// and of the answer's two claims only the failure agrees with it.
 		return Result{Category: BatchError, Answer: ans, Detail: fmt.Sprintf("HTTP %d: %s", in.StatusCode, batchErrorDetail(ans))}
 	}
+	if perr == nil && schemaChanged(ans) {
+		return Result{Category: SchemaChanged, Answer: ans, Detail: fmt.Sprintf("HTTP %d: %s", in.StatusCode, schemaChangedDetail(ans))}
+	}
 	if perr == nil {
 		what := fmt.Sprintf("a sweep answer that reports no failed batch (stopReason %q)", ans.StopReason)
 		if ans.IsDryRun() {
@@ -198,6 +209,8 @@ func classifyAnswer(a *Answer) Result {
 		return Result{Category: Skipped, Answer: a, Detail: "lease held by another run"}
 	case failedBatch(a):
 		return Result{Category: BatchError, Answer: a, Detail: batchErrorDetail(a)}
+	case schemaChanged(a):
+		return Result{Category: SchemaChanged, Answer: a, Detail: schemaChangedDetail(a)}
 	case a.HistoryError != nil:
 		return Result{Category: HistoryError, Answer: a, Detail: "the run history could not record this run: " + a.HistoryError.Code + " " + a.HistoryError.Message}
 	case backlog(a):
@@ -213,7 +226,7 @@ func failedBatch(a *Answer) bool {
 	if a.IsDryRun() {
 		return false
 	}
-	if a.StopReason == StopBatchError || a.Error != nil {
+	if a.StopReason == StopBatchError || (a.Error != nil && a.Error.Code != string(StopSchemaChanged)) {
 		return true
 	}
 	for _, p := range a.Passes {
@@ -236,6 +249,35 @@ func backlog(a *Answer) bool {
 		}
 	}
 	return false
+}
+
+// schemaChanged reports whether any part of the answer says a pass stopped with schema-changed.
+func schemaChanged(a *Answer) bool {
+	if a.StopReason == StopSchemaChanged || (a.Error != nil && a.Error.Code == string(StopSchemaChanged)) {
+		return true
+	}
+	for _, p := range a.Passes {
+		if p.StopReason == StopSchemaChanged {
+			return true
+		}
+	}
+	return false
+}
+
+// schemaChangedDetail names, for each refused pass, what changed and the check's way out.
+func schemaChangedDetail(a *Answer) string {
+	var notes []string
+	for _, p := range a.Passes {
+		if p.StopReason != StopSchemaChanged || p.SchemaChanged == nil {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("pass %s deleted nothing: the schema changed since its proof (%s), and its check refuses it now: %s",
+			p.Pass, strings.Join(p.SchemaChanged.Changed, "; "), p.SchemaChanged.Refusal))
+	}
+	if len(notes) == 0 {
+		return "a pass's schema changed since its proof and its check refuses it now; the answer carries no detail"
+	}
+	return strings.Join(notes, " | ")
 }
 
 func batchErrorDetail(a *Answer) string {

@@ -90,7 +90,11 @@ func TestClassify(t *testing.T) {
 		{name: "error object under an exhausted top level", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","stopReason":"exhausted","error":{"code":"57014","message":"canceling statement","pass":"p"}}`)}, want: BatchError, wantAnswer: true},
 		{name: "dry run", in: Input{StatusCode: 200, Body: []byte(dryRunAnswer)}, want: OK, wantAnswer: true, detailHas: "pass failed: count timed out; pass failed: not index-backed"},
 
-		// Priority: skipped > batch-error > truncated > ok.
+		// Priority: skipped > batch-error > schema-changed > history-error > truncated > ok.
+		{name: "500 whose body is a schema-changed answer", in: Input{StatusCode: 500, Body: []byte(`{"sweep":"a","stopReason":"schema-changed","passes":[{"pass":"p","deleted":0,"batchCount":0,"stopReason":"schema-changed","schemaChanged":{"changed":["added: foreign key k on other.t: FOREIGN KEY (a) REFERENCES a(id) ON DELETE CASCADE"],"refusal":"name other.t in cascades"}}],"error":{"code":"schema-changed","message":"m","pass":"p"}}`)}, want: SchemaChanged, wantAnswer: true, detailHas: "pass p deleted nothing: the schema changed since its proof (added: foreign key k on other.t"},
+		{name: "schema-changed in a 200 is still schema-changed", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","stopReason":"schema-changed","passes":[{"pass":"p","deleted":0,"batchCount":0,"stopReason":"schema-changed","schemaChanged":{"changed":["added: foreign key k on other.t: FOREIGN KEY (a) REFERENCES a(id) ON DELETE CASCADE"],"refusal":"name other.t in cascades"}}],"error":{"code":"schema-changed","message":"m","pass":"p"}}`)}, want: SchemaChanged, wantAnswer: true, detailHas: "refuses it now: name other.t in cascades"},
+		{name: "a schema-changed pass under a budget top level", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","truncated":true,"stopReason":"budget","passes":[{"pass":"p","stopReason":"schema-changed"},{"pass":"q","stopReason":"budget"}]}`)}, want: SchemaChanged, wantAnswer: true, detailHas: "no detail"},
+		{name: "batch-error outranks schema-changed", in: Input{StatusCode: 500, Body: []byte(`{"sweep":"a","stopReason":"batch-error","passes":[{"pass":"p","stopReason":"schema-changed"},{"pass":"q","stopReason":"batch-error"}],"error":{"code":"23503","message":"fk","pass":"q"}}`)}, want: BatchError, wantAnswer: true},
 		{name: "skipped outranks truncated", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","skipped":true,"truncated":true,"stopReason":"lease-held"}`)}, want: Skipped, wantAnswer: true},
 		{name: "skipped outranks an error object", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","skipped":true,"stopReason":"lease-held","error":{"code":"x","message":"y","pass":"z"}}`)}, want: Skipped, wantAnswer: true},
 		{name: "a run its history could not record", in: Input{StatusCode: 200, Body: []byte(`{"sweep":"a","stopReason":"exhausted","deleted":3,"historyError":{"code":"P0001","message":"read-only","pass":""}}`)}, want: HistoryError, wantAnswer: true, detailHas: "P0001 read-only"},
@@ -152,7 +156,7 @@ func TestCategoryFailed(t *testing.T) {
 	t.Parallel()
 	want := map[Category]bool{
 		OK: false, Truncated: false, Skipped: false,
-		BatchError: true, HistoryError: true, Unreachable: true, Fail: true, TruncatedBody: true, Unparseable: true,
+		BatchError: true, SchemaChanged: true, HistoryError: true, Unreachable: true, Fail: true, TruncatedBody: true, Unparseable: true,
 		Category("something-new"): true,
 	}
 	for c, w := range want {
@@ -160,8 +164,8 @@ func TestCategoryFailed(t *testing.T) {
 			t.Errorf("%q.Failed() = %t, want %t", c, got, w)
 		}
 	}
-	if n := len(Categories()); n != 9 {
-		t.Errorf("Categories() has %d entries, want 9", n)
+	if n := len(Categories()); n != 10 {
+		t.Errorf("Categories() has %d entries, want 10", n)
 	}
 }
 
