@@ -192,8 +192,9 @@ func do(t *testing.T, req *http.Request) (int, []byte) {
 // TestServe boots the real wiring once and checks what only it decides: the catalog's bounds,
 // the metrics' zero baselines and their exposition, readiness, a clean shutdown.
 func TestServe(t *testing.T) {
+	databaseURL := dbtest.URL(t)
 	s := startServe(t, map[string]string{
-		"DATABASE_URL":           dbtest.URL(t),
+		"DATABASE_URL":           databaseURL,
 		"INTERNAL_SIGNING_KEY":   serveKey,
 		"SERVER_WRITE_TIMEOUT":   "100s",
 		"INTERNAL_FETCH_TIMEOUT": "110s",
@@ -313,6 +314,19 @@ func TestServe(t *testing.T) {
 		cmd.Stdin = bytes.NewReader(exposition)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("a cascading key added after boot stops its pass with schema-changed", func(t *testing.T) {
+		conn := dbtest.Conn(t, databaseURL)
+		if _, err := conn.Exec(t.Context(), `CREATE SCHEMA other;
+CREATE TABLE other.sessions (id bigserial PRIMARY KEY, token_id bigint REFERENCES public.refresh_tokens (id) ON DELETE CASCADE)`); err != nil {
+			t.Fatal(err)
+		}
+		status, body := do(t, signedRequest(t, http.MethodPost, s.url+"/internal/sweep-refresh-tokens", `{}`))
+		if status != http.StatusInternalServerError || !strings.Contains(string(body), `"stopReason":"schema-changed"`) ||
+			!strings.Contains(string(body), "added: foreign key sessions_token_id_fkey on other.sessions") {
+			t.Errorf("HTTP %d: %s", status, body)
 		}
 	})
 
