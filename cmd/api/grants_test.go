@@ -320,7 +320,7 @@ INSERT INTO app_audit SELECT i, i FROM generate_series(1, 10) i`)
 		}
 	})
 
-	// An archiving pass adds INSERT on its archive (and USAGE on the archive's schema), and the
+	// An archiving pass adds SELECT and INSERT on its archive (and USAGE on the archive's schema), and the
 	// API runs it, policy check included, on exactly those.
 	t.Run("an archiving pass", func(t *testing.T) {
 		archivePolicy := filepath.Join(dir, "archive.yaml")
@@ -332,7 +332,7 @@ INSERT INTO app_audit SELECT i, i FROM generate_series(1, 10) i`)
 		out := grantsFor(t, map[string]string{}, "--role", role, archivePolicy)
 		for _, want := range []string{
 			`GRANT USAGE ON SCHEMA "archive" TO "` + role + `";`,
-			`GRANT INSERT ON "archive"."notifications" TO "` + role + `";`,
+			`GRANT SELECT, INSERT ON "archive"."notifications" TO "` + role + `";`,
 			`-- CREATE USER MAPPING FOR "` + role + `" SERVER <server> OPTIONS (user '<remote role>', password '<its password>');`,
 		} {
 			if !strings.Contains(out, want+"\n") {

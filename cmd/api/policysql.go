@@ -45,8 +45,17 @@ func policySQL(ctx context.Context, path string, environ map[string]string, stdo
 				if err != nil {
 					return fmt.Errorf("policy sql: pass %q of sweep %q: read the columns to archive: %w", p.Name, s.Name, err)
 				}
-				a := statement.BuildArchive(p, kinds[i], cols)
-				arch = &a
+				key, keyType, err := statement.ReadPrimaryKey(ctx, pool, p.Table)
+				if err != nil {
+					return fmt.Errorf("policy sql: pass %q of sweep %q: read the primary key the archive proof reads by: %w", p.Name, s.Name, err)
+				}
+				if len(key) == 1 {
+					a := statement.BuildArchive(p, kinds[i], cols, key[0], keyType[0])
+					arch = &a
+				} else {
+					fmt.Fprintf(stdout, "\n-- pass %s of sweep %s: archive_to needs a primary key of one column on %s, which each batch proves its archive by: its runs refuse to start\n",
+						p.Name, s.Name, statement.OneLine(p.Table))
+				}
 			}
 			fmt.Fprintln(stdout)
 			list := statement.List(p, statement.Build(p, kinds[i]), arch)

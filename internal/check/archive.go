@@ -144,17 +144,19 @@ func (c *checker) archiveColumns(ctx context.Context, sweep string, p policy.Pas
 	return found, nil
 }
 
-// archiveGrants refuses an archive the role may not insert into, with the GRANT that fixes it.
+// archiveGrants refuses an archive the role may not insert into, or read the swept columns of
+// (each batch reads its rows back to prove they arrived), with the GRANT that fixes it.
 func (c *checker) archiveGrants(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, arch archiveRel) (findings, error) {
 	var found findings
 	names := src.columnNames()
-	var denied []string
-	err := c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(n ORDER BY o), '{}') FROM unnest($2::text[]) WITH ORDINALITY AS a(n, o)
-WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, arch.oid, names).Scan(&denied)
+	var denied, unreadable []string
+	err := c.pool.QueryRow(ctx, `SELECT coalesce(array_agg(n ORDER BY o) FILTER (WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')), '{}'),
+       coalesce(array_agg(n ORDER BY o) FILTER (WHERE NOT has_column_privilege($1::oid, a.n, 'SELECT')), '{}')
+FROM unnest($2::text[]) WITH ORDINALITY AS a(n, o)`, arch.oid, names).Scan(&denied, &unreadable)
 	if err != nil {
 		return findings{}, fmt.Errorf("read privileges on %q: %w", p.ArchiveTo, err)
 	}
-	if len(denied) == 0 {
+	if len(denied) == 0 && len(unreadable) == 0 {
 		return found, nil
 	}
 	var role string
@@ -165,12 +167,20 @@ WHERE NOT has_column_privilege($1::oid, a.n, 'INSERT')`, arch.oid, names).Scan(&
 	if err != nil {
 		return findings{}, err
 	}
-	what := fmt.Sprintf(" (columns %s)", strings.Join(denied, ", "))
-	if len(denied) == len(names) {
-		what = ""
+	which := func(cols []string) string {
+		if len(cols) == len(names) {
+			return ""
+		}
+		return fmt.Sprintf(" (columns %s)", strings.Join(cols, ", "))
 	}
-	found.refuse(c.problem(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q%s: GRANT INSERT ON %s TO %s;",
-		role, p.ArchiveTo, what, arch.sqlName, roleName))
+	if len(denied) > 0 {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "the API's role %q may not insert into archive_to table %q%s: GRANT INSERT ON %s TO %s;",
+			role, p.ArchiveTo, which(denied), arch.sqlName, roleName))
+	}
+	if len(unreadable) > 0 {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "the API's role %q may not read archive_to table %q%s, which each batch reads its rows back from to prove they arrived as they left: GRANT SELECT ON %s TO %s;",
+			role, p.ArchiveTo, which(unreadable), arch.sqlName, roleName))
+	}
 	return found, nil
 }
 
@@ -201,12 +211,21 @@ func (c *checker) archiveAccepts(ctx context.Context, sweep string, p policy.Pas
 // archiveCompiles plans the statement the pass runs with its archive.
 func (c *checker) archiveCompiles(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, cutoff time.Time) (findings, error) {
 	var found findings
-	st := statement.BuildArchive(p, c.ageKind(p), src.columnNames())
+	key, keyType, err := statement.ReadPrimaryKey(ctx, c.pool, p.Table)
+	if err != nil {
+		return findings{}, fmt.Errorf("read the primary key of %q: %w", p.Table, err)
+	}
+	if len(key) != 1 {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to needs a primary key of one column on %q: each batch reads its rows back from the archive by it, to prove they arrived as they left; add one (ALTER TABLE %s ADD PRIMARY KEY (…))",
+			p.Table, p.Table))
+		return found, nil
+	}
+	st := statement.BuildArchive(p, c.ageKind(p), src.columnNames(), key[0], keyType[0])
 	query, args := st.Locked.Index.SQL, []any{cutoff, checkPlanBatchSize}
 	if p.Mode == policy.ModeSingle {
 		query, args = st.Single.SQL, []any{cutoff}
 	}
-	_, err := c.explain(ctx, false, query, args...)
+	_, err = c.explain(ctx, false, query, args...)
 	pgErr, err := pgProblem(err)
 	if err != nil {
 		return findings{}, err
@@ -236,6 +255,11 @@ func (c *checker) explainArchiveInsert(ctx context.Context, p policy.Pass, colum
 	return pgProblem(err)
 }
 
+// noUserMapping reports whether pgErr is postgres_fdw's refusal of a role without a user mapping.
+func noUserMapping(pgErr *pgconn.PgError) bool {
+	return pgErr.Code == "42704" || strings.Contains(pgErr.Message, "user mapping")
+}
+
 // remoteArchive asks a foreign archive's server for the archived columns, reading one row of the
 // remote table: that proves the user mapping, the remote table and its columns. It cannot prove
 // that the remote role may insert (only an insert would); a batch refused there fails with
@@ -255,8 +279,9 @@ func (c *checker) remoteArchive(ctx context.Context, sweep string, p policy.Pass
 			return rows.Err()
 		})
 		pgErr, err := pgProblem(err)
-		if pgErr != nil && pgErr.Code == sqlstateInsufficientPrivilege {
-			// Refused at execution, after the remote resolved every column: they exist.
+		if pgErr != nil && (pgErr.Code == sqlstateInsufficientPrivilege || noUserMapping(pgErr)) {
+			// Refused at execution, after the remote resolved every column: they exist. A
+			// missing user mapping is remoteInsert's refusal.
 			return nil, nil
 		}
 		return pgErr, err

@@ -35,9 +35,9 @@ func (c *checker) archivePlace(ctx context.Context, sweep string, p policy.Pass,
 }
 
 // archiveSideEffects lists, as a warning, the archive's enabled triggers that fire on INSERT and
-// its rules: either may keep an archived row from arriving (a BEFORE trigger returning NULL) or
-// send it elsewhere. They are not refused: every batch proves that the archive took each row it
-// deleted, and rolls back otherwise.
+// its rules: either may keep an archived row from arriving or change it. Each batch reads its
+// rows back from the archive after its statement (and the AFTER triggers it queued), by key and
+// content, and rolls back when one is missing or changed.
 func (c *checker) archiveSideEffects(ctx context.Context, sweep string, p policy.Pass, oid uint32) (findings, error) {
 	var found findings
 	var triggers, rules []string
@@ -63,8 +63,8 @@ SELECT ARRAY(SELECT format('%s (%s INSERT, %s)', t.tgname,
 	}
 	if len(parts) > 0 {
 		found.warn(c.problem(sweep, p.Name, "archive_to",
-			"archive_to table %q has %s: each batch checks that the archive took every row it deleted, and rolls back (batch-error %s) when it did not",
-			p.ArchiveTo, strings.Join(parts, "; "), "archive-short"))
+			"archive_to table %q has %s: each batch reads its rows back from the archive after its statement (and its AFTER triggers), by key and content, and rolls back (batch-error archive-short or archive-altered) when one is missing or changed",
+			p.ArchiveTo, strings.Join(parts, "; ")))
 	}
 	return found, nil
 }
@@ -111,7 +111,7 @@ func (c *checker) remoteInsert(ctx context.Context, sweep string, p policy.Pass,
 			p.ArchiveTo))
 	case pgErr == nil, strings.HasPrefix(pgErr.Code, "23"):
 		// The remote ran the insert: a constraint there refused the probe's row, not the role.
-	case pgErr.Code == "42704" || strings.Contains(pgErr.Message, "user mapping"):
+	case noUserMapping(pgErr):
 		var role string
 		if err := c.pool.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
 			return findings{}, fmt.Errorf("read current user: %w", err)

@@ -441,6 +441,10 @@ var refusalCases = []refusalCase{
 	// archive_to.
 	{name: "archive accepted", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.audit_log")},
 	{name: "archive of looser types accepted", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.loose")},
+	{name: "archive of a table without a primary key", yaml: pass("keyless", "at", "archive_to: archive.keyless"),
+		want: []string{
+			"p.yaml:8: pass \"p\" of sweep \"s\": archive_to needs a primary key of one column on \"keyless\": each batch reads its rows back from the archive by it, to prove they arrived as they left; add one (ALTER TABLE keyless ADD PRIMARY KEY (…))",
+		}},
 	{name: "archive partitioned accepted, mode single", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "mode: single", "archive_to: archive.partitioned")},
 	{name: "archive missing", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.audit_logs"),
 		want: []string{
@@ -484,7 +488,7 @@ var refusalCases = []refusalCase{
 	},
 	{name: "archive with a trigger", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.triggered"),
 		warnings: []string{
-			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.triggered\" has triggers discard (BEFORE INSERT, archive_discard): each batch checks that the archive took every row it deleted, and rolls back (batch-error archive-short) when it did not",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.triggered\" has triggers discard (BEFORE INSERT, archive_discard): each batch reads its rows back from the archive after its statement (and its AFTER triggers), by key and content, and rolls back (batch-error archive-short or archive-altered) when one is missing or changed",
 		},
 	},
 	{name: "archive with a rule", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.rules"),
@@ -492,7 +496,7 @@ var refusalCases = []refusalCase{
 			"p.yaml:9: pass \"p\" of sweep \"s\": the batched statement with archive_to does not compile: DO ALSO rules are not supported for data-modifying statements in WITH (SQLSTATE 0A000)",
 		},
 		warnings: []string{
-			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.rules\" has rules log_too (ON INSERT): each batch checks that the archive took every row it deleted, and rolls back (batch-error archive-short) when it did not",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.rules\" has rules log_too (ON INSERT): each batch reads its rows back from the archive after its statement (and its AFTER triggers), by key and content, and rolls back (batch-error archive-short or archive-altered) when one is missing or changed",
 		},
 	},
 }

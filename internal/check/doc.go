@@ -16,10 +16,9 @@
 //	partitions.go   mode partitions: the table is range-partitioned, the role may drop
 //	compile.go      each guard, child and where compiles, calls nothing VOLATILE; the statement
 //	index.go        an index serves the batch select and every lookup
-//	archive.go      archive_to: the table, its columns, grants and statement; a foreign one's
-//	                remote columns, read
-//	archiveproof.go archive_to's schema, INSERT triggers and rules; a foreign one's insert,
-//	                rolled back
+//	archive.go      archive_to: the table, its columns and their types, grants and statement; a
+//	                foreign one's remote columns, read
+//	archiveproof.go archive_to's schema, triggers and rules; a foreign one's insert, rolled back
 //
 // from partitions on, each step runs only when the one before refused nothing. Then, once every
 // pass is checked:

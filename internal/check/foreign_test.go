@@ -76,7 +76,7 @@ func TestPolicyForeignArchive(t *testing.T) {
 	}
 	t.Run("a role without a user mapping", func(t *testing.T) {
 		as, role := asRole(t, pool, "sweeper", `GRANT USAGE ON SCHEMA cold TO @ROLE@; GRANT SELECT, UPDATE, DELETE ON audit_log TO @ROLE@;
-GRANT INSERT ON cold.audit_log_archive TO @ROLE@`)
+GRANT INSERT, SELECT ON cold.audit_log_archive TO @ROLE@`)
 		warnings, err := checkYAML(t, as, archive("cold.audit_log_archive"))
 		// The server's own words differ by version (17 adds the server's name): only they are
 		// left out of the comparison.

@@ -85,6 +85,9 @@ CREATE TABLE archive.triggered (LIKE public.audit_log);
 CREATE FUNCTION archive_discard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
 CREATE TRIGGER discard BEFORE INSERT ON archive.triggered FOR EACH ROW EXECUTE FUNCTION archive_discard();
 CREATE TABLE sweeprail.audit_log (LIKE public.audit_log);
+CREATE TABLE keyless (id bigint, at timestamptz NOT NULL);
+CREATE INDEX keyless_at ON keyless (at);
+CREATE TABLE archive.keyless (LIKE keyless);
 
 CREATE TABLE logged (id bigserial PRIMARY KEY, at timestamptz NOT NULL);
 CREATE INDEX logged_at ON logged (at);

@@ -27,6 +27,11 @@ CREATE TABLE owned_all PARTITION OF owned DEFAULT`)
 GRANT SELECT ON archive.audit_log TO @ROLE@; GRANT INSERT (id, action) ON archive.audit_log TO @ROLE@`,
 			pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.audit_log"),
 			[]string{`p.yaml:9: pass "p" of sweep "s": the API's role "@ROLE@" may not insert into archive_to table "archive.audit_log" (columns actor_account_id, retention_bucket, details, occurred_at): GRANT INSERT ON archive.audit_log TO @ROLE@;`}, nil},
+		{"an archive the role may not read", "archiver",
+			`GRANT USAGE ON SCHEMA archive TO @ROLE@; GRANT SELECT, UPDATE, DELETE ON audit_log TO @ROLE@;
+GRANT INSERT ON archive.audit_log TO @ROLE@`,
+			pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.audit_log"),
+			[]string{`p.yaml:9: pass "p" of sweep "s": the API's role "@ROLE@" may not read archive_to table "archive.audit_log", which each batch reads its rows back from to prove they arrived as they left: GRANT SELECT ON archive.audit_log TO @ROLE@;`}, nil},
 		{"an archive the role may insert into", "archiver",
 			`GRANT USAGE ON SCHEMA archive TO @ROLE@; GRANT SELECT, UPDATE, DELETE ON audit_log TO @ROLE@;
 GRANT SELECT, INSERT ON archive.audit_log TO @ROLE@`,

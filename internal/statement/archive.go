@@ -10,24 +10,24 @@ import (
 //
 //	WITH deleted AS (DELETE FROM <table> AS t WHERE … RETURNING t.*),
 //	     archived AS (INSERT INTO <archive> (c1, …, cn) OVERRIDING SYSTEM VALUE SELECT deleted.* FROM deleted)
-//	SELECT count(*), max(deleted.<age>) FROM deleted
+//	SELECT count(*), max(deleted.<age>), <keys deleted>, <md5 of each deleted row's text> FROM deleted
 //
 // so a row is deleted exactly when it is archived. The INSERT names the swept table's columns as
 // the run read them (ReadColumns) and takes deleted.*: a column added or dropped since makes the
 // two lists differ in length, and the server refuses the statement before anything is deleted.
-// A foreign archive commits just before the local transaction; the crash window between the
-// two is healed by BuildHeal's statements (package sweep, archiveproof.go).
+// Proof, the batch's next statement, reads the keys back and compares the digests (package
+// sweep, archiveproof.go); BuildHeal's statements heal a foreign archive's crash window.
 
 // Archive is the statements of an archiving pass for one run: they name the swept table's
 // columns as the run read them.
 type Archive struct {
-	// Unlocked and Locked are Set's, moving the rows; Single is Set.Single, moving them.
+	// Unlocked and Locked are Set's, moving the rows; Single is Set.Single, moving them. Each
+	// answers the keys it deleted and the digest of each deleted row.
 	Unlocked, Locked Batch
 	Single           Form
-	// Count is set for a foreign archive keyed like the swept table (BuildForeignArchive): its
-	// batches answer the keys they deleted rather than RETURNING the archived rows, and Count
-	// asks the archive how many rows of those keys it holds.
-	Count Form
+	// Proof reads the archive's rows of the keys deleted and answers the keys it lacks and
+	// those whose row differs from the deleted one's digest.
+	Proof Form
 }
 
 // archiveForm is what pass p's archiving templates read, for an age column of kind k: the
@@ -51,23 +51,15 @@ func archiveBatches(p policy.Pass, f form, batch, single string, a Answer) (unlo
 }
 
 // BuildArchive renders the statements that move pass p's rows to its archive_to, for an age
-// column of kind k; columns are the swept table's, in order.
-func BuildArchive(p policy.Pass, k Kind, columns []string) Archive {
-	var a Archive
-	a.Unlocked, a.Locked, a.Single = archiveBatches(p, archiveForm(p, k, columns, "", ""),
-		"archive-batch", "archive-single", Answer{Row: true, Archived: true})
-	return a
-}
-
-// BuildForeignArchive renders the statements that move pass p's rows to a foreign archive_to,
-// as BuildArchive, proven by Count instead of RETURNING: postgres_fdw sends an INSERT with
-// RETURNING a row at a time, and one without in its batches. key is the swept table's primary
-// key of one column, of SQL type keyType, which the archive holds as its key.
-func BuildForeignArchive(p policy.Pass, k Kind, columns []string, key, keyType string) Archive {
+// column of kind k; columns are the swept table's, in order, and key its primary key of one
+// column, of SQL type keyType, by which the proof reads the archive.
+func BuildArchive(p policy.Pass, k Kind, columns []string, key, keyType string) Archive {
 	f := archiveForm(p, k, columns, key, keyType)
 	var a Archive
-	a.Unlocked, a.Locked, a.Single = archiveBatches(p, f, "archive-keyed-batch", "archive-keyed-single", Answer{Row: true, Keys: true})
-	a.Count = build("archive-count", f, Answer{}, DeletedKeys)
+	a.Unlocked, a.Locked, a.Single = archiveBatches(p, f, "archive-batch", "archive-single", Answer{Row: true, Digests: true})
+	g := f
+	g.Columns = ColumnList("a", columns)
+	a.Proof = build("archive-proof", g, Answer{}, DeletedKeys, Digests)
 	return a
 }
 
@@ -87,7 +79,7 @@ func BuildHeal(p policy.Pass, k Kind, columns []string, key, keyType string) Hea
 	f := archiveForm(p, k, columns, key, keyType)
 	var h Heal
 	h.Unlocked, h.Locked, h.Single = archiveBatches(p, f, "archive-heal-batch", "archive-heal-single",
-		Answer{Row: true, Archived: true, Held: true})
+		Answer{Row: true, Archived: true, Held: true, Digests: true})
 	g := f
 	g.Columns = ColumnList("a", columns)
 	h.Held = build("archive-held", g, Answer{}, HeldKeys)

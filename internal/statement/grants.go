@@ -16,7 +16,7 @@ import (
 //
 //	swept table          SELECT, UPDATE (the row locks of FOR UPDATE SKIP LOCKED), DELETE
 //	keep guard's table   SELECT
-//	archive_to table     INSERT
+//	archive_to table     INSERT, SELECT (each batch reads its rows back from it)
 //	delete_with child    SELECT, DELETE
 //	cascades table       SELECT (the dry run counts its rows; the keys' own triggers delete them)
 //	per-row function     EXECUTE (with a comment: what it writes, unless SECURITY DEFINER)
@@ -47,7 +47,7 @@ func Grants(specs []policy.Spec, role string) []string {
 				add(g.Table, "SELECT")
 			}
 			if p.ArchiveTo != "" {
-				add(p.ArchiveTo, "INSERT")
+				add(p.ArchiveTo, "INSERT", "SELECT")
 			}
 			for _, c := range p.DeleteWith {
 				add(c.Table, "SELECT", "DELETE")

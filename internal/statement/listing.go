@@ -63,6 +63,9 @@ func List(p policy.Pass, set Set, arch *Archive) []Statement {
 			add(form.name+", heap path"+capped, form.b.Heap)
 		}
 	}
+	if arch != nil && p.Mode != policy.ModePerRow {
+		add("archive proof, after each batch's statement in its transaction: the deleted keys the archive lacks or holds otherwise", arch.Proof)
+	}
 	add("end of a run: the retention lag, the oldest eligible row's seconds past the cutoff", set.Lag)
 	add("dry run: the exact count", set.Count)
 	if p.Mode == policy.ModeSingle || p.Mode == policy.ModePerRow {

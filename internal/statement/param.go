@@ -35,8 +35,10 @@ const (
 	Left
 	// HeldKeys are the keys of the rows a healing batch found in the archive.
 	HeldKeys
-	// DeletedKeys are the keys a foreign archive's batch deleted.
+	// DeletedKeys are the keys an archiving batch deleted, and Digests the md5 of each deleted
+	// row's text, in the same order: what the archive proof compares the archive's rows with.
 	DeletedKeys
+	Digests
 	// Tables are the tables a pass touches, as its statements name them (a fingerprint's).
 	Tables
 )
@@ -55,6 +57,7 @@ var paramRoles = [...]struct{ name, text string }{
 	HeldKeys:    {"held-keys", "their keys"},
 	DeletedKeys: {"deleted-keys", "the keys deleted"},
 	Tables:      {"tables", "the tables the pass touches (text[])"},
+	Digests:     {"digests", "the md5 of each deleted row's text"},
 }
 
 // cutoffPlaceholder is the cutoff's placeholder, which a condition is rendered with before it
@@ -100,8 +103,8 @@ type Args struct {
 	From, Before any
 	// FirstBlock and EndBlock are a heap range's blocks, bound as tids '(b,0)'.
 	FirstBlock, EndBlock uint32
-	// Keys are an archive's keys (HeldKeys, DeletedKeys).
-	Keys []string
+	// Keys are an archive's keys (HeldKeys, DeletedKeys); Digests the deleted rows' digests.
+	Keys, Digests []string
 	// Tables are the names a fingerprint reads (Tables).
 	Tables []string
 }
@@ -127,6 +130,8 @@ func (ps Params) Bind(a Args) []any {
 			out[i] = a.Keys
 		case Tables:
 			out[i] = a.Tables
+		case Digests:
+			out[i] = a.Digests
 		}
 	}
 	return out
@@ -149,10 +154,10 @@ type Answer struct {
 	Row bool
 	// Newest is the newest age deleted, where an index-path batch by rows resumes.
 	Newest bool
-	// Archived is the rows the archive reported taking; Held the keys and rows (as text) of
-	// those a healing batch found there already; Keys the keys a foreign archive's batch
-	// deleted, which its count proves.
-	Archived, Held, Keys bool
+	// Archived is the rows a healing batch's insert reported taking; Held the keys and rows (as
+	// text) of those it found there already; Digests the keys an archiving batch deleted and
+	// the md5 of each deleted row's text, in key order, which the archive proof compares.
+	Archived, Held, Digests bool
 	// Children is how many delete_with children answer the rows they lost.
 	Children int
 }

@@ -105,16 +105,13 @@ func forms(p policy.Pass, k Kind) map[string]Form {
 	if p.ArchiveTo == "" {
 		return out
 	}
-	a := BuildArchive(p, k, goldenColumns)
+	a := BuildArchive(p, k, goldenColumns, "id", "bigint")
 	batch("Archive.Unlocked", a.Unlocked)
 	batch("Archive.Locked", a.Locked)
-	out["Archive.Single"] = a.Single
+	out["Archive.Single"], out["Archive.Proof"] = a.Single, a.Proof
 	h := BuildHeal(p, k, goldenColumns, "id", "bigint")
 	batch("Heal.Unlocked", h.Unlocked)
 	batch("Heal.Locked", h.Locked)
 	out["Heal.Single"], out["Heal.Held"] = h.Single, h.Held
-	f := BuildForeignArchive(p, k, goldenColumns, "id", "bigint")
-	batch("Foreign.Unlocked", f.Unlocked)
-	out["Foreign.Single"], out["Foreign.Count"] = f.Single, f.Count
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/policy"
@@ -13,17 +12,17 @@ import (
 )
 
 // archiver moves an archiving pass's rows (statement/archive.go): the run's statements that move
-// them, the proof that each batch's rows reached the archive, and the healing of a foreign
-// archive's crash window (archiveproof.go).
+// them, the proof that each batch's rows reached the archive as they left, and the healing of a
+// foreign archive's crash window (archiveproof.go).
 type archiver struct {
 	p   policy.Pass
 	log *slog.Logger
 	// move are the statements that move the rows, for the swept table's columns as this run read
-	// them; move.Count is set for a foreign archive proven by its own count.
+	// them, with the proof that reads them back by key.
 	move statement.Archive
-	// heal are the statements that heal the crash window, for a swept table whose primary key is
-	// the one column key; nil otherwise. healing says the batch running now runs them.
-	heal    *statement.Heal
+	// heal are the statements that heal the crash window; healing says the batch running now
+	// runs them.
+	heal    statement.Heal
 	key     string
 	healing bool
 }
@@ -43,31 +42,12 @@ func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind st
 	if err != nil {
 		return nil, fmt.Errorf("read the primary key of %q: %w", p.Table, err)
 	}
-	a := &archiver{p: p, log: log}
-	if len(key) == 1 {
-		h := statement.BuildHeal(p, kind, cols, key[0], keyType[0])
-		a.heal, a.key = &h, key[0]
+	if len(key) != 1 {
+		return nil, fmt.Errorf("archive_to needs a primary key of one column on %q, by which each batch proves its rows reached the archive: add one", p.Table)
 	}
-	a.move = statement.BuildArchive(p, kind, cols)
-	foreign, err := statement.IsForeign(ctx, pool, p.ArchiveTo)
-	if err != nil {
-		return nil, fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
-	}
-	if foreign && a.heal != nil {
-		keyed := statement.BuildForeignArchive(p, kind, cols, key[0], keyType[0])
-		// The count needs SELECT on the foreign table and on its remote one: asked once per run,
-		// for no key, which the remote checks as it would for a batch's. Without it, each batch
-		// is proven by RETURNING, a row at a time.
-		if err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			var n int64
-			return tx.QueryRow(ctx, keyed.Count.SQL, keyed.Count.Params.Bind(statement.Args{Keys: []string{}})...).Scan(&n)
-		}); err != nil {
-			log.Info("foreign archive cannot be counted: each batch proves its archive by RETURNING, a row at a time; grant SELECT on it, here and on its remote table",
-				"pass", p.Name, "archive", p.ArchiveTo, "err", err)
-		} else {
-			a.move = keyed
-		}
-	}
+	a := &archiver{p: p, log: log, key: key[0]}
+	a.heal = statement.BuildHeal(p, kind, cols, key[0], keyType[0])
+	a.move = statement.BuildArchive(p, kind, cols, key[0], keyType[0])
 	return a, nil
 }
 

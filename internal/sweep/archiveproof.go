@@ -12,27 +12,61 @@ import (
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
-// The answer's error codes for a batch whose archive did not take its rows: fewer than it
-// deleted (short), or rows of the same key that differ from the swept ones (differs).
+// The answer's error codes for a batch whose archive does not hold its rows as they left: some
+// missing after the batch's statement (short), some held under their key with other values
+// (altered), rows of the same key that differ from the swept ones met by a healing batch
+// (differs). Each batch is rolled back.
 const (
 	ArchiveShortCode   = "archive-short"
+	ArchiveAlteredCode = "archive-altered"
 	ArchiveDiffersCode = "archive-differs"
 )
 
 // sqlstateUniqueViolation is what an archive raises for a key it holds already.
 const sqlstateUniqueViolation = "23505"
 
-// ArchiveShortError is a batch whose archive insert reported fewer rows than the delete removed:
-// a trigger that returns NULL, a rule, or a foreign table whose remote side discards rows. The
-// batch is rolled back, so no row is deleted that the archive did not take.
+// maxKeysNamed bounds the keys an error names; the rest are counted.
+const maxKeysNamed = 20
+
+// namedKeys writes keys as a unique violation does (Key (id)=(42)), at most maxKeysNamed of them.
+func namedKeys(key string, keys []string) string {
+	var parts []string
+	for i, k := range keys {
+		if i == maxKeysNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(keys)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("Key (%s)=(%s)", key, k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ArchiveShortError is a batch whose archive, read back after the batch's statement, lacks rows
+// the batch deleted (Missing, by key): a trigger that returns NULL or deletes them after the
+// insert, a rule that sends them elsewhere, a remote side that discards them. The batch is
+// rolled back, so no row is deleted that the archive did not take.
 type ArchiveShortError struct {
-	Archive           string
-	Deleted, Archived int64
+	Archive, Key string
+	Deleted      int64
+	Missing      []string
 }
 
 func (e *ArchiveShortError) Error() string {
-	return fmt.Sprintf("archive %q took %d of the %d rows the batch deleted: rolled back, nothing deleted; a trigger or rule on the archive (or on its remote table) discards rows: `api policy check` lists them",
-		e.Archive, e.Archived, e.Deleted)
+	return fmt.Sprintf("archive %q took %d of the %d rows the batch deleted: rolled back, nothing deleted; missing after the batch's statement: %s; a trigger or rule on the archive (or on its remote table) removes or diverts rows: `api policy check` lists them",
+		e.Archive, e.Deleted-int64(len(e.Missing)), e.Deleted, namedKeys(e.Key, e.Missing))
+}
+
+// ArchiveAlteredError is a batch whose archive holds rows under the deleted keys (Keys) whose
+// values are not the deleted rows': a BEFORE trigger rewrote them, or a column of the archive
+// of another type than the swept one's changed them on the way. The batch is rolled back.
+type ArchiveAlteredError struct {
+	Archive, Table, Key string
+	Keys                []string
+}
+
+func (e *ArchiveAlteredError) Error() string {
+	return fmt.Sprintf("archive %q holds rows of %q other than the batch deleted them: %s; rolled back, nothing deleted; a trigger on the archive rewrites rows, or a column of it is of another type than the swept table's: `api policy check` names it",
+		e.Archive, e.Table, namedKeys(e.Key, e.Keys))
 }
 
 // ArchiveDiffersError is a healing batch that met rows the archive holds under the same key but
@@ -75,7 +109,7 @@ func (e *ArchiveDiffersError) keys(values []string) string {
 // already; otherwise (or for a nil archiver) it returns err.
 func (a *archiver) healed(err error, again func() error) error {
 	var pgErr *pgconn.PgError
-	if err == nil || a == nil || a.heal == nil || a.healing || !errors.As(err, &pgErr) || pgErr.Code != sqlstateUniqueViolation {
+	if err == nil || a == nil || a.healing || !errors.As(err, &pgErr) || pgErr.Code != sqlstateUniqueViolation {
 		return err
 	}
 	a.log.Info("sweep batch met rows its archive holds already: healing", "pass", a.p.Name, "archive", a.p.ArchiveTo, "err", err)
@@ -85,28 +119,54 @@ func (a *archiver) healed(err error, again func() error) error {
 }
 
 // prove returns b, or the error that rolls it back: an archiving batch must have moved every row
-// it deleted, to the archive now or (healing) in a commit before, identical. A nil archiver
-// proves nothing.
+// it deleted, to the archive now or (healing) in a commit before, identical. It reads the
+// archive in a statement after the batch's own, so that the insert's AFTER triggers have run
+// (they fire as the statement that queued them ends); what fires later still, deferrable
+// constraint triggers, is refused before the run (refuseLateActors). A nil archiver proves
+// nothing.
 func (a *archiver) prove(ctx context.Context, tx pgx.Tx, b batchResult) (batchResult, error) {
 	if a == nil {
 		return b, nil
-	}
-	if a.move.Count.SQL != "" && !a.healing && len(b.keys) > 0 {
-		// The foreign archive's own count of the keys deleted, in this transaction's remote one.
-		count := a.move.Count
-		if err := tx.QueryRow(ctx, count.SQL, count.Params.Bind(statement.Args{Keys: b.keys})...).Scan(&b.archived); err != nil {
-			return batchResult{}, fmt.Errorf("count the rows the archive took: %w", err)
-		}
 	}
 	if a.healing && len(b.heldKeys) > 0 {
 		if err := a.recover(ctx, tx, &b); err != nil {
 			return batchResult{}, err
 		}
 	}
-	if b.archived+b.recovered != b.n {
-		return batchResult{}, &ArchiveShortError{Archive: a.p.ArchiveTo, Deleted: b.n, Archived: b.archived}
+	missing, altered, err := a.readArchive(ctx, tx, b)
+	if err != nil {
+		return batchResult{}, err
+	}
+	switch {
+	case len(missing) > 0:
+		return batchResult{}, &ArchiveShortError{Archive: a.p.ArchiveTo, Key: a.key, Deleted: b.n, Missing: missing}
+	case len(altered) > 0:
+		return batchResult{}, &ArchiveAlteredError{Archive: a.p.ArchiveTo, Table: a.p.Table, Key: a.key, Keys: altered}
 	}
 	return b, nil
+}
+
+// querier is a transaction or a connection: what the archive proof reads through.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// readArchive runs the archive proof for batch b's keys and digests: the keys the archive lacks,
+// and those it holds with other values. A batch that answers a count other than its keys' is
+// refused whole, as missing them all.
+func (a *archiver) readArchive(ctx context.Context, db querier, b batchResult) (missing, altered []string, err error) {
+	if int64(len(b.keys)) != b.n || len(b.digests) != len(b.keys) {
+		return nil, nil, fmt.Errorf("prove the archive: the batch answered %d keys and %d digests for %d rows", len(b.keys), len(b.digests), b.n)
+	}
+	if b.n == 0 {
+		return nil, nil, nil
+	}
+	proof := a.move.Proof
+	args := proof.Params.Bind(statement.Args{Keys: b.keys, Digests: b.digests})
+	if err := db.QueryRow(ctx, proof.SQL, args...).Scan(&missing, &altered); err != nil {
+		return nil, nil, fmt.Errorf("read the batch's rows back from the archive: %w", err)
+	}
+	return missing, altered, nil
 }
 
 // recover compares the rows a healing batch found in the archive with the archive's copies:

@@ -26,12 +26,13 @@ type batchResult struct {
 	retried bool
 	// children are the rows each delete_with child lost with the batch.
 	children []int64
-	// archived is the rows the archive reported taking, for a pass with archive_to; recovered
-	// the rows a healing batch found there already, identical (archiver.prove).
+	// archived is the rows a healing batch's insert reported taking; recovered the rows it
+	// found in the archive already, identical (archiver.prove).
 	archived, recovered int64
 	// heldKeys and heldRows are the rows a healing batch found in the archive, as text; keys
-	// the keys a foreign archive's batch deleted, for its count.
-	heldKeys, heldRows, keys []string
+	// and digests the keys an archiving batch deleted and the md5 of each deleted row's text,
+	// in key order, which the archive proof compares with the archive's rows.
+	heldKeys, heldRows, keys, digests []string
 }
 
 // dest is where a form's row goes, as a says it answers.
@@ -46,8 +47,8 @@ func (b *batchResult) dest(a statement.Answer) []any {
 	if a.Held {
 		dest = append(dest, &b.heldKeys, &b.heldRows)
 	}
-	if a.Keys {
-		dest = append(dest, &b.keys)
+	if a.Digests {
+		dest = append(dest, &b.keys, &b.digests)
 	}
 	b.children = make([]int64, a.Children)
 	for i := range b.children {

@@ -404,6 +404,7 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 	var pgErr *pgconn.PgError
 	var netErr net.Error
 	var short *ArchiveShortError
+	var altered *ArchiveAlteredError
 	var differs *ArchiveDiffersError
 	var lost *CommitLostError
 	var changed *SchemaChangedError
@@ -412,6 +413,8 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 		info.Code = SchemaChangedCode
 	case errors.As(err, &short):
 		info.Code = ArchiveShortCode
+	case errors.As(err, &altered):
+		info.Code = ArchiveAlteredCode
 	case errors.As(err, &differs):
 		info.Code = ArchiveDiffersCode
 	case errors.As(err, &lost):
