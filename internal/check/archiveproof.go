@@ -34,37 +34,40 @@ func (c *checker) archivePlace(ctx context.Context, sweep string, p policy.Pass,
 	return found, nil
 }
 
-// archiveSideEffects lists, as a warning, the archive's enabled triggers that fire on INSERT and
-// its rules: either may keep an archived row from arriving or change it. Each batch reads its
-// rows back from the archive after its statement (and the AFTER triggers it queued), by key and
-// content, and rolls back when one is missing or changed.
+// archiveSideEffects refuses what on the archive acts after each batch's proof that it holds the
+// batch's rows: a deferrable constraint trigger fires at commit, and a rule rewrites the insert
+// itself. The archive's other triggers that fire on INSERT are listed, as a warning: the proof
+// reads the rows back after the batch's statement, when their AFTER triggers have run too, and
+// rolls the batch back if a trigger removed or changed one.
 func (c *checker) archiveSideEffects(ctx context.Context, sweep string, p policy.Pass, oid uint32) (findings, error) {
 	var found findings
-	var triggers, rules []string
+	var triggers, deferrable, rules []string
 	err := c.pool.QueryRow(ctx, `
 SELECT ARRAY(SELECT format('%s (%s INSERT, %s)', t.tgname,
                            CASE WHEN t.tgtype & 2 <> 0 THEN 'BEFORE' WHEN t.tgtype & 64 <> 0 THEN 'INSTEAD OF' ELSE 'AFTER' END,
                            t.tgfoid::regproc)
-             FROM pg_trigger t WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D' AND t.tgtype & 4 <> 0
+             FROM pg_trigger t WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND NOT t.tgdeferrable AND t.tgenabled <> 'D' AND t.tgtype & 4 <> 0
              ORDER BY t.tgname),
+       ARRAY(SELECT t.tgname::text FROM pg_trigger t WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgdeferrable ORDER BY t.tgname),
        ARRAY(SELECT format('%s (ON %s%s)', r.rulename,
                            CASE r.ev_type WHEN '1' THEN 'SELECT' WHEN '2' THEN 'UPDATE' WHEN '3' THEN 'INSERT' ELSE 'DELETE' END,
                            CASE WHEN r.is_instead THEN ' DO INSTEAD' ELSE '' END)
-             FROM pg_rewrite r WHERE r.ev_class = $1 AND r.rulename <> '_RETURN' ORDER BY r.rulename)`, oid).Scan(&triggers, &rules)
+             FROM pg_rewrite r WHERE r.ev_class = $1 AND r.rulename <> '_RETURN' ORDER BY r.rulename)`, oid).Scan(&triggers, &deferrable, &rules)
 	if err != nil {
 		return findings{}, fmt.Errorf("read the triggers and rules of %q: %w", p.ArchiveTo, err)
 	}
-	var parts []string
-	if len(triggers) > 0 {
-		parts = append(parts, "triggers "+strings.Join(triggers, ", "))
+	for _, t := range deferrable {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q has deferrable constraint trigger %s: it fires at commit, after each batch's proof that the archive holds its rows; drop it, or recreate it NOT DEFERRABLE (it then fires before the proof)",
+			p.ArchiveTo, t))
 	}
-	if len(rules) > 0 {
-		parts = append(parts, "rules "+strings.Join(rules, ", "))
+	for _, r := range rules {
+		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q has rule %s: a rule rewrites the batch's insert, so rows may never reach the archive; drop it (DROP RULE … ON %s)",
+			p.ArchiveTo, r, p.ArchiveTo))
 	}
-	if len(parts) > 0 {
+	if len(triggers) > 0 && !found.refused() {
 		found.warn(c.problem(sweep, p.Name, "archive_to",
-			"archive_to table %q has %s: each batch reads its rows back from the archive after its statement (and its AFTER triggers), by key and content, and rolls back (batch-error archive-short or archive-altered) when one is missing or changed",
-			p.ArchiveTo, strings.Join(parts, "; ")))
+			"archive_to table %q has triggers %s: each batch reads its rows back from the archive after its statement (and its AFTER triggers), by key and content, and rolls back (batch-error archive-short or archive-altered) when one is missing or changed",
+			p.ArchiveTo, strings.Join(triggers, ", ")))
 	}
 	return found, nil
 }

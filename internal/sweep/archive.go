@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -27,11 +28,15 @@ type archiver struct {
 	healing bool
 }
 
-// newArchiver refuses an archive that is the swept table, reads the swept table's columns and
-// primary key, and writes the run's archive statements with them: read per run, so that a
-// column added to both tables by a migration is archived from the next run on, without a restart.
+// newArchiver refuses an archive that is the swept table, or what can act on the archive after
+// the proof, reads the swept table's columns and primary key, and writes the run's archive
+// statements with them: read per run, so that a column added to both tables by a migration is
+// archived from the next run on, without a restart.
 func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind statement.Kind, log *slog.Logger) (*archiver, error) {
 	if err := refuseSelfArchive(ctx, pool, p); err != nil {
+		return nil, err
+	}
+	if err := refuseLateActors(ctx, pool, p); err != nil {
 		return nil, err
 	}
 	cols, err := statement.ReadColumns(ctx, pool, p.Table)
@@ -85,6 +90,21 @@ func (a *archiver) single() statement.Form {
 		return a.heal.Single
 	}
 	return a.move.Single
+}
+
+// refuseLateActors fails when pass p's archive has what can act on its rows after the proof:
+// a deferrable constraint trigger (it fires at commit) or a rule. The policy check refuses them
+// at boot; a run asks again, since either can be added later.
+func refuseLateActors(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) error {
+	triggers, rules, err := statement.ReadLateActors(ctx, pool, p.ArchiveTo)
+	if err != nil {
+		return fmt.Errorf("read the triggers and rules of archive %q: %w", p.ArchiveTo, err)
+	}
+	if len(triggers) > 0 || len(rules) > 0 {
+		return fmt.Errorf("archive_to %q has %s: they act after each batch's proof that the archive holds its rows; drop them (`api policy check` names them)",
+			p.ArchiveTo, strings.Join(append(triggers, rules...), ", "))
+	}
+	return nil
 }
 
 // archived is how many of batch b's deleted rows it archived: all of them but those a healing
