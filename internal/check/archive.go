@@ -123,7 +123,9 @@ func (c *checker) archiveTable(ctx context.Context, sweep string, p policy.Pass,
 }
 
 // archiveColumns refuses each column of the swept table the archive lacks, with the ALTER that
-// adds it: every column is archived, by name.
+// adds it, and each it holds as another type, with the ALTER that retypes it: every column is
+// archived, by name, and an assignment cast to another type can change the value on the way (a
+// date for a timestamptz keeps the day only), which the proof would then refuse at every batch.
 func (c *checker) archiveColumns(ctx context.Context, sweep string, p policy.Pass, src *tableInfo, arch archiveRel) (findings, error) {
 	var found findings
 	alter := "ALTER TABLE"
@@ -131,12 +133,18 @@ func (c *checker) archiveColumns(ctx context.Context, sweep string, p policy.Pas
 		alter = "ALTER FOREIGN TABLE" // and the remote table
 	}
 	for _, col := range src.columns {
-		if _, ok := arch.columns[col.name]; ok {
+		have, ok := arch.columns[col.name]
+		if ok && have.typ == col.typ {
 			continue
 		}
 		colName, err := c.sqlName(ctx, col.name)
 		if err != nil {
 			return findings{}, err
+		}
+		if ok {
+			found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q holds column %q as %s, and %q as %s: an archived value must be the one deleted, so the types must be the same; retype it: %s %s ALTER COLUMN %s TYPE %s;",
+				p.ArchiveTo, col.name, have.typ, p.Table, col.typ, alter, arch.sqlName, colName, col.typ))
+			continue
 		}
 		found.refuse(c.problem(sweep, p.Name, "archive_to", "archive_to table %q has no column %q: every column of %q is archived, by name; add it: %s %s ADD COLUMN %s %s;",
 			p.ArchiveTo, col.name, p.Table, alter, arch.sqlName, colName, col.typ))

@@ -440,7 +440,18 @@ var refusalCases = []refusalCase{
 
 	// archive_to.
 	{name: "archive accepted", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.audit_log")},
-	{name: "archive of looser types accepted", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.loose")},
+	{name: "archive of looser types refused", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.loose"),
+		want: []string{
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.loose\" holds column \"id\" as numeric, and \"audit_log\" as bigint: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.loose ALTER COLUMN id TYPE bigint;",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.loose\" holds column \"actor_account_id\" as text, and \"audit_log\" as uuid: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.loose ALTER COLUMN actor_account_id TYPE uuid;",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.loose\" holds column \"action\" as character varying(500), and \"audit_log\" as text: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.loose ALTER COLUMN action TYPE text;",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.loose\" holds column \"details\" as json, and \"audit_log\" as jsonb: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.loose ALTER COLUMN details TYPE jsonb;",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.loose\" holds column \"occurred_at\" as timestamp without time zone, and \"audit_log\" as timestamp with time zone: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.loose ALTER COLUMN occurred_at TYPE timestamp with time zone;",
+		}},
+	{name: "archive a date column for a timestamptz", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.dated"),
+		want: []string{
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.dated\" holds column \"occurred_at\" as date, and \"audit_log\" as timestamp with time zone: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.dated ALTER COLUMN occurred_at TYPE timestamp with time zone;",
+		}},
 	{name: "archive with a deferrable constraint trigger", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.deferred"),
 		want: []string{
 			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.deferred\" has deferrable constraint trigger forget: it fires at commit, after each batch's proof that the archive holds its rows; drop it, or recreate it NOT DEFERRABLE (it then fires before the proof)",
@@ -486,7 +497,7 @@ var refusalCases = []refusalCase{
 	},
 	{name: "archive a column of another type", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.mistyped"),
 		want: []string{
-			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.mistyped\" does not accept column \"details\" (jsonb in \"audit_log\", integer in the archive): column \"details\" is of type integer but expression is of type jsonb (SQLSTATE 42804); hint: You will need to rewrite or cast the expression.",
+			"p.yaml:9: pass \"p\" of sweep \"s\": archive_to table \"archive.mistyped\" holds column \"details\" as integer, and \"audit_log\" as jsonb: an archived value must be the one deleted, so the types must be the same; retype it: ALTER TABLE archive.mistyped ALTER COLUMN details TYPE jsonb;",
 		},
 	},
 	{name: "archive a generated column", yaml: pass("audit_log", "occurred_at", "where: t.retention_bucket = 'operational'", "archive_to: archive.generated"),

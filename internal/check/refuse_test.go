@@ -85,6 +85,7 @@ CREATE TABLE archive.triggered (LIKE public.audit_log);
 CREATE FUNCTION archive_discard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
 CREATE TRIGGER discard BEFORE INSERT ON archive.triggered FOR EACH ROW EXECUTE FUNCTION archive_discard();
 CREATE TABLE sweeprail.audit_log (LIKE public.audit_log);
+CREATE TABLE archive.dated (id bigint, actor_account_id uuid, action text, retention_bucket text, details jsonb, occurred_at date);
 CREATE TABLE archive.deferred (LIKE public.audit_log);
 CREATE FUNCTION archive_forget() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM archive.deferred WHERE id = NEW.id; RETURN NULL; END $$;
 CREATE CONSTRAINT TRIGGER forget AFTER INSERT ON archive.deferred DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION archive_forget();
