@@ -61,6 +61,13 @@ func (c *checker) archive(ctx context.Context, sweep string, p policy.Pass, cuto
 	if found.add(remote); remote.refused() || len(remote.warnings) > 0 {
 		return found, nil // a remote that cannot be read cannot be inserted into either
 	}
+	actors, err := c.remoteActors(ctx, sweep, p, arch.oid)
+	if err != nil {
+		return findings{}, err
+	}
+	if found.add(actors); actors.refused() {
+		return found, nil
+	}
 	insert, err := c.remoteInsert(ctx, sweep, p, src.columnNames())
 	if err != nil {
 		return findings{}, err

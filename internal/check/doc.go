@@ -19,6 +19,7 @@
 //	archive.go      archive_to: the table, its columns and their types, grants and statement; a
 //	                foreign one's remote columns, read
 //	archiveproof.go archive_to's schema, triggers and rules; a foreign one's insert, rolled back
+//	archiveremote.go a foreign one's remote triggers and rules, read through its server
 //
 // from partitions on, each step runs only when the one before refused nothing. Then, once every
 // pass is checked:

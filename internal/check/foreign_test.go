@@ -43,8 +43,9 @@ CREATE SCHEMA reader;
 IMPORT FOREIGN SCHEMA public LIMIT TO (audit_log_archive) FROM SERVER cold_reader INTO reader`
 
 // TestPolicyForeignArchive checks what the check proves of a postgres_fdw archive on a second
-// server: its remote table has the columns, the remote role may insert and keeps what it is
-// given, the API's role has a user mapping; a server that cannot be reached is a warning.
+// server: its remote table has the columns and no deferrable trigger or rule, the remote role may
+// insert and keeps what it is given, the API's role has a user mapping; a server that cannot be
+// reached is a warning.
 func TestPolicyForeignArchive(t *testing.T) {
 	t.Parallel()
 	pool := fixturePool(t)
@@ -76,7 +77,7 @@ func TestPolicyForeignArchive(t *testing.T) {
 	}
 	t.Run("a role without a user mapping", func(t *testing.T) {
 		as, role := asRole(t, pool, "sweeper", `GRANT USAGE ON SCHEMA cold TO @ROLE@; GRANT SELECT, UPDATE, DELETE ON audit_log TO @ROLE@;
-GRANT INSERT, SELECT ON cold.audit_log_archive TO @ROLE@`)
+GRANT INSERT, SELECT ON cold.audit_log_archive TO @ROLE@; GRANT USAGE ON FOREIGN SERVER cold TO @ROLE@`)
 		warnings, err := checkYAML(t, as, archive("cold.audit_log_archive"))
 		// The server's own words differ by version (17 adds the server's name): only they are
 		// left out of the comparison.
@@ -89,6 +90,31 @@ GRANT INSERT, SELECT ON cold.audit_log_archive TO @ROLE@`)
 		})
 		sameLines(t, "warnings", warnings, nil)
 	})
+	// What acts at the remote commit, after each batch's proof: refused, then removed again.
+	for _, tc := range []struct{ name, create, drop, want string }{
+		{"a deferred trigger on the remote table",
+			`CREATE CONSTRAINT TRIGGER forget AFTER INSERT ON audit_log_archive DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION discard()`,
+			`DROP TRIGGER forget ON audit_log_archive`,
+			at + `the remote table public.audit_log_archive of foreign archive "cold.audit_log_archive" has deferrable constraint trigger forget: it fires at the remote commit, after each batch's proof that the archive holds its rows; drop it there, or recreate it NOT DEFERRABLE`},
+		{"a rule on the remote table",
+			`CREATE RULE divert AS ON INSERT TO audit_log_archive DO INSTEAD NOTHING`,
+			`DROP RULE divert ON audit_log_archive`,
+			at + `the remote table public.audit_log_archive of foreign archive "cold.audit_log_archive" has rule divert: a rule rewrites the insert there, so rows may never reach the archive; drop it there (DROP RULE divert ON public.audit_log_archive)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := remote.Exec(ctx, tc.create); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if _, err := remote.Exec(ctx, tc.drop); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			warnings, err := checkYAML(t, pool, archive("cold.audit_log_archive"))
+			sameLines(t, "refusals", refusals(err), []string{tc.want})
+			sameLines(t, "warnings", warnings, nil)
+		})
+	}
 	t.Run("a remote table that discards rows", func(t *testing.T) {
 		if _, err := remote.Exec(ctx, `CREATE TRIGGER discard BEFORE INSERT ON audit_log_archive FOR EACH ROW EXECUTE FUNCTION discard()`); err != nil {
 			t.Fatal(err)
