@@ -13,8 +13,8 @@ import (
 )
 
 // archiver moves an archiving pass's rows (statement/archive.go): the run's statements that move
-// them, the proof that each batch's rows reached the archive as they left, and the healing of a
-// foreign archive's crash window (archiveproof.go).
+// them, the proof that each batch's rows reached the archive as they left, the read-back of a
+// foreign archive's rows after each commit, and the healing of its crash window (archiveproof.go).
 type archiver struct {
 	p   policy.Pass
 	log *slog.Logger
@@ -26,6 +26,9 @@ type archiver struct {
 	heal    statement.Heal
 	key     string
 	healing bool
+	// foreign says the archive is a foreign table, whose remote commit can still lose rows after
+	// the proof: each committed batch is read back (archiver.readBack).
+	foreign bool
 }
 
 // newArchiver refuses an archive that is the swept table, or what can act on the archive after
@@ -53,6 +56,9 @@ func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind st
 	a := &archiver{p: p, log: log, key: key[0]}
 	a.heal = statement.BuildHeal(p, kind, cols, key[0], keyType[0])
 	a.move = statement.BuildArchive(p, kind, cols, key[0], keyType[0])
+	if a.foreign, err = statement.IsForeign(ctx, pool, p.ArchiveTo); err != nil {
+		return nil, fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
+	}
 	return a, nil
 }
 
@@ -108,10 +114,11 @@ func refuseLateActors(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) er
 }
 
 // archived is how many of batch b's deleted rows it archived: all of them but those a healing
-// batch recovered, or none for a pass without archive_to (a nil archiver).
+// batch recovered and those the archive lost after the commit, or none for a pass without
+// archive_to (a nil archiver).
 func (a *archiver) archived(b batchResult) int64 {
 	if a == nil {
 		return 0
 	}
-	return b.n - b.recovered
+	return b.n - b.recovered - b.lost
 }

@@ -15,11 +15,13 @@ import (
 // The answer's error codes for a batch whose archive does not hold its rows as they left: some
 // missing after the batch's statement (short), some held under their key with other values
 // (altered), rows of the same key that differ from the swept ones met by a healing batch
-// (differs). Each batch is rolled back.
+// (differs), all rolled back; and rows a foreign archive lost after the batch committed (lost),
+// which halts the sweep.
 const (
 	ArchiveShortCode   = "archive-short"
 	ArchiveAlteredCode = "archive-altered"
 	ArchiveDiffersCode = "archive-differs"
+	ArchiveLostCode    = "archive-lost"
 )
 
 // sqlstateUniqueViolation is what an archive raises for a key it holds already.

@@ -27,8 +27,9 @@ type batchResult struct {
 	// children are the rows each delete_with child lost with the batch.
 	children []int64
 	// archived is the rows a healing batch's insert reported taking; recovered the rows it
-	// found in the archive already, identical (archiver.prove).
-	archived, recovered int64
+	// found in the archive already, identical (archiver.prove); lost the rows a foreign archive
+	// no longer held as they left when read back after the commit (passRun.readBack).
+	archived, recovered, lost int64
 	// heldKeys and heldRows are the rows a healing batch found in the archive, as text; keys
 	// and digests the keys an archiving batch deleted and the md5 of each deleted row's text,
 	// in key order, which the archive proof compares with the archive's rows.

@@ -80,7 +80,12 @@ func (pr *passRun) run() (wire.PassResult, error) {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, fmt.Errorf("delete batch: %w", err)
 		}
+		lost := pr.readBack(&b)
 		pr.tally(b)
+		if lost != nil {
+			pr.out.StopReason = wire.StopBatchError
+			return pr.out, lost
+		}
 		if !b.more {
 			pr.out.StopReason = wire.StopExhausted
 			return pr.out, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -77,6 +78,10 @@ type Runner struct {
 	// catalog has (statementsFor).
 	stmts  map[string][][statement.Kinds]statement.Set
 	byName map[string]*policy.Spec
+	// halts are the halts of sweeps whose archive lost rows that the history does not hold yet
+	// (archivelost.go): all of them for a runner without a history.
+	haltMu sync.Mutex
+	halts  map[string]history.Halt
 }
 
 // NewRunner returns a Runner built from cfg, or an error naming every field that would make a run
@@ -96,7 +101,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Sleep = sleepCtx
 	}
 	cfg.Specs = policy.Normalize(cfg.Specs)
-	r := &Runner{cfg: cfg, stmts: map[string][][statement.Kinds]statement.Set{}, byName: map[string]*policy.Spec{}}
+	r := &Runner{cfg: cfg, stmts: map[string][][statement.Kinds]statement.Set{}, byName: map[string]*policy.Spec{}, halts: map[string]history.Halt{}}
 	for i := range r.cfg.Specs {
 		s := &r.cfg.Specs[i]
 		r.byName[s.Name] = s
@@ -228,6 +233,10 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	_ = r.record(db, log, func(ctx context.Context) error { return r.cfg.History.Start(ctx, res.RunID, name, opts.RequestID) })
 	r.settleEarlier(db, log, spec)
 	defer r.release(db, log, l)
+	if err := r.halted(db, log, name); err != nil {
+		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
+		return res, nil
+	}
 
 	// The lease's locked_at is the database's now() at the start of the run: no extra query.
 	ref, err := r.referenceTime(db, func(context.Context) (time.Time, error) { return l.LockedAt, nil })
@@ -253,6 +262,13 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		// delete against the same standbys, so they do not start.
 		var lagErr *lagError
 		if errors.As(perr, &lagErr) {
+			break
+		}
+		// An archive that lost a committed batch's rows halts the sweep: no later batch, of
+		// this run or another, until an operator releases it.
+		var lost *ArchiveLostError
+		if errors.As(perr, &lost) {
+			r.halt(db, log, res.RunID, lost)
 			break
 		}
 	}
@@ -406,6 +422,8 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 	var short *ArchiveShortError
 	var altered *ArchiveAlteredError
 	var differs *ArchiveDiffersError
+	var archiveLost *ArchiveLostError
+	var halted *HaltedError
 	var lost *CommitLostError
 	var changed *SchemaChangedError
 	switch {
@@ -417,6 +435,8 @@ func errorInfo(err error, pass string) *wire.ErrorInfo {
 		info.Code = ArchiveAlteredCode
 	case errors.As(err, &differs):
 		info.Code = ArchiveDiffersCode
+	case errors.As(err, &archiveLost), errors.As(err, &halted):
+		info.Code = ArchiveLostCode
 	case errors.As(err, &lost):
 		info.Code = CommitLostCode
 	case errors.As(err, &pgErr):

@@ -18,6 +18,7 @@
 //	heaprange.go       the heap path's block ranges, and the index path's cursor
 //	archive.go         archive_to: the archiver, its statements for the run
 //	archiveproof.go    the archiver's proof of each batch, and its healing of the crash window
+//	archivelost.go     a foreign archive read back after each commit; the halt of its sweep
 //	cascadestats.go    a run's count of what cascades did, from the transaction's statistics
 //	deletewith.go      delete_with children's rows in an answer
 //	partitions.go      mode partitions: detach and drop, then the boundary's batches
