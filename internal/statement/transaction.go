@@ -30,18 +30,16 @@ func (b BatchTransaction) Begin() string {
 }
 
 // Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a
-// partition's detach), set on it locally: they end with it, and the session keeps its own.
+// partition's detach), set on it locally with the search_path a batch runs under: they end with
+// it, and the session keeps its own.
 type Timeouts struct {
 	// Statement and Lock are its statement_timeout and lock_timeout, in whole milliseconds (at
 	// least one); zero leaves the session's setting.
 	Statement, Lock time.Duration
 }
 
-// SQL is the statement that sets t; "" when both are zero.
+// SQL is the statement that sets t and the search_path, pg_temp last.
 func (t Timeouts) SQL() string {
-	if t.Statement <= 0 && t.Lock <= 0 {
-		return ""
-	}
 	var ms struct{ StatementMs, LockMs int64 }
 	if t.Statement > 0 {
 		ms.StatementMs = wholeMs(t.Statement)
@@ -55,11 +53,7 @@ func (t Timeouts) SQL() string {
 // Set sets t on tx, in one round trip (no arguments: the simple protocol, which a pooler in
 // transaction mode forwards as it is).
 func (t Timeouts) Set(ctx context.Context, tx pgx.Tx) error {
-	q := t.SQL()
-	if q == "" {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, q); err != nil {
+	if _, err := tx.Exec(ctx, t.SQL()); err != nil {
 		return fmt.Errorf("set timeouts: %w", err)
 	}
 	return nil

@@ -28,6 +28,7 @@
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
 SET SESSION AUTHORIZATION DEFAULT;
 RESET ALL;
+SELECT {{template "search-path"}};
 SET LOCAL statement_timeout = {{.StatementTimeoutMs}};
 SET LOCAL lock_timeout = {{.LockTimeoutMs}};
 SET LOCAL idle_in_transaction_session_timeout = {{.IdleTimeoutMs}};
@@ -40,11 +41,22 @@ SET LOCAL enable_seqscan = off
 {{- end}}
 
 {{/*
-  The bounds of a transaction that is no batch, set locally (set_config(…, true) ends with the
-  transaction). A bound left out keeps the session's setting.
+  The session's search_path with pg_temp moved last: its schemas in their order, less the
+  temporary one, which PostgreSQL otherwise searches first for tables and types. Statements name
+  the tables the check resolved, schema-qualified; this keeps a where condition's unqualified
+  names, and every read of the catalog by name, from resolving to a temporary table.
+*/}}
+{{define "search-path" -}}
+set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true)
+{{- end}}
+
+{{/*
+  The settings of a transaction that is no batch, set locally (set_config(…, true) ends with the
+  transaction): the search_path, and its bounds. A bound left out keeps the session's setting.
 */}}
 {{define "timeouts" -}}
-SELECT {{if .StatementMs}}set_config('statement_timeout', '{{.StatementMs}}ms', true){{end}}
+SELECT {{template "search-path"}}{{if or .StatementMs .LockMs}}, {{end}}{{if .StatementMs}}set_config('statement_timeout', '{{.StatementMs}}ms', true){{end}}
 {{- if and .StatementMs .LockMs}}, {{end}}
 {{- if .LockMs}}set_config('lock_timeout', '{{.LockMs}}ms', true){{end}}
 {{- end}}

@@ -2,6 +2,8 @@
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
 SET SESSION AUTHORIZATION DEFAULT;
 RESET ALL;
+SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true);
 SET LOCAL statement_timeout = 5000;
 SET LOCAL lock_timeout = 50;
 SET LOCAL idle_in_transaction_session_timeout = 10000;
@@ -12,6 +14,8 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
 SET SESSION AUTHORIZATION DEFAULT;
 RESET ALL;
+SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true);
 SET LOCAL statement_timeout = 5000;
 SET LOCAL lock_timeout = 2000;
 SET LOCAL idle_in_transaction_session_timeout = 10000;
@@ -20,7 +24,10 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off;
 
--- a transaction that is no batch: its statement and lock timeouts, or one of them
-SELECT set_config('statement_timeout', '10000ms', true), set_config('lock_timeout', '1ms', true);
-SELECT set_config('statement_timeout', '10000ms', true);
-SELECT set_config('lock_timeout', '2000ms', true);
+-- a transaction that is no batch: the search_path, pg_temp last, and its statement and lock timeouts, or one of them
+SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true), set_config('statement_timeout', '10000ms', true), set_config('lock_timeout', '1ms', true);
+SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true), set_config('statement_timeout', '10000ms', true);
+SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true), set_config('lock_timeout', '2000ms', true);
