@@ -24,6 +24,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/signing"
+	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 	"github.com/sweeprail/sweeprail/internal/trace"
 	"github.com/sweeprail/sweeprail/migrations"
@@ -73,11 +74,11 @@ func serve(ctx context.Context, args []string, environ map[string]string, stdout
 	if err != nil {
 		return err
 	}
-	proofs, err := checkPolicy(ctx, pol, pools.sweep, logger)
+	proven, err := checkPolicy(ctx, pol, pools.sweep, logger)
 	if err != nil {
 		return err
 	}
-	srv, replay, err := newAPIServer(ctx, cfg, environ, pol.Specs, proofs, pools, logger, &open)
+	srv, replay, err := newAPIServer(ctx, cfg, environ, pol.Specs, proven, pools, logger, &open)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func openPools(ctx context.Context, cfg config.API, logger *slog.Logger, open *c
 // newAPIServer builds the HTTP server over the runner, with its metrics, tracing, replica
 // throttle and replay store, and pushes onto open what must be closed: the traces' flush and
 // the runs' context.
-func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string, specs []policy.Spec, proofs *check.Proofs, pools *apiPools,
+func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string, specs []policy.Spec, proven proven, pools *apiPools,
 	logger *slog.Logger, open *closers) (*http.Server, *nonce.Store, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -177,8 +178,8 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 		return nil, nil, fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
 	}
 	runs := history.New(pools.sweep, time.Duration(cfg.RunHistoryRetention))
-	runner, err := sweep.NewRunner(sweep.Config{Pool: pools.sweep, Specs: specs, Settings: sweepSettings(cfg), Logger: logger,
-		Metrics: m, Tracing: tr, Throttle: throttle, History: runs, Proofs: proofs})
+	runner, err := sweep.NewRunner(sweep.Config{Pool: pools.sweep, Specs: specs, Names: proven.names, Settings: sweepSettings(cfg), Logger: logger,
+		Metrics: m, Tracing: tr, Throttle: throttle, History: runs, Proofs: proven.proofs})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -299,9 +300,10 @@ func loadPolicy(cfg config.API) (*policy.Policy, []policy.Spec, error) {
 // whose tables, columns or indexes are not what it says would delete by rules nobody checked.
 // It checks sweeprail's own schema too (checkOwnSchema): without its lease table the first run
 // would fail. An unreachable database refuses the boot too, rather than serving an unchecked
-// policy; the orchestrator's restart retries it. The proofs it returns are what each run
-// compares its passes' catalog with before their first batch.
-func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, logger *slog.Logger) (*check.Proofs, error) {
+// policy; the orchestrator's restart retries it. It answers what the check proved: the tables,
+// which every statement of the runner names, and the proofs each run compares its passes'
+// catalog with before their first batch.
+func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, logger *slog.Logger) (proven, error) {
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	own := checkOwnSchema(checkCtx, pool)
@@ -315,7 +317,19 @@ func checkPolicy(ctx context.Context, pol *policy.Policy, pool *pgxpool.Pool, lo
 			own = nil // the same failure (an unreachable database), said once
 		}
 	}
-	return proofs, errors.Join(own, err)
+	if err := errors.Join(own, err); err != nil {
+		return proven{}, err
+	}
+	names, err := check.Names(checkCtx, pool, pol)
+	return proven{proofs: proofs, names: names}, err
+}
+
+// proven is what the boot's policy check proved.
+type proven struct {
+	// proofs are the passes' fingerprints, compared by each run before its first batch.
+	proofs *check.Proofs
+	// names are the tables the check resolved, schema-qualified.
+	names statement.Names
 }
 
 // checkOwnSchema confirms that the database holds sweeprail's own schema as this build needs it:

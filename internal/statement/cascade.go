@@ -27,6 +27,8 @@ type Edge struct {
 	// with their oids.
 	Parent, Table       string
 	ParentOID, TableOID uint32
+	// Qualified is the referencing table as statements name it, schema.name, resolved by oid.
+	Qualified string
 	// Columns are the referencing columns, Refs the referenced ones, in key order.
 	Columns, Refs []string
 	// Action is CASCADE, SET NULL or SET DEFAULT.
@@ -146,6 +148,7 @@ func ReadCascades(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) (*Grap
 func cascadeKeys(ctx context.Context, pool *pgxpool.Pool, oid uint32) ([]Edge, error) {
 	rows, err := pool.Query(ctx, `
 SELECT con.conname, con.confrelid::regclass::text, con.confrelid, con.conrelid::regclass::text, con.conrelid,
+       (SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = con.conrelid),
        ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY AS k(n, i)
              JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i),
        ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY AS k(n, i)
@@ -160,7 +163,7 @@ ORDER BY con.conrelid::regclass::text, con.conname`, oid)
 	}
 	edges, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Edge, error) {
 		var e Edge
-		err := r.Scan(&e.Key, &e.Parent, &e.ParentOID, &e.Table, &e.TableOID, &e.Columns, &e.Refs, &e.Action)
+		err := r.Scan(&e.Key, &e.Parent, &e.ParentOID, &e.Table, &e.TableOID, &e.Qualified, &e.Columns, &e.Refs, &e.Action)
 		return e, err
 	})
 	if err != nil {
@@ -264,13 +267,13 @@ func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 				u = &countRows{}
 				updates[e.TableOID] = u
 			}
-			u.Table, u.Matches = QuoteName(e.Table), append(u.Matches, m)
+			u.Table, u.Matches = QuoteName(e.Qualified), append(u.Matches, m)
 			continue
 		}
 		if e.TableOID == g.Root {
 			return "" // the swept table's own rows, by a key onto itself: a cycle
 		}
-		n := add(e.TableOID, QuoteName(e.Table))
+		n := add(e.TableOID, QuoteName(e.Qualified))
 		n.Matches = append(n.Matches, m)
 		parents[n] = append(parents[n], from)
 	}

@@ -34,9 +34,10 @@ type archiver struct {
 // newArchiver refuses an archive that is the swept table, or what can act on the archive after
 // the proof, reads the swept table's columns and primary key, and writes the run's archive
 // statements with them: read per run, so that a column added to both tables by a migration is
-// archived from the next run on, without a restart.
-func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind statement.Kind, log *slog.Logger) (*archiver, error) {
-	if err := refuseSelfArchive(ctx, pool, p); err != nil {
+// archived from the next run on, without a restart. p names its tables as statements do
+// (passRun.sql); the archiver's errors name shown's.
+func newArchiver(ctx context.Context, pool *pgxpool.Pool, shown, p policy.Pass, kind statement.Kind, log *slog.Logger) (*archiver, error) {
+	if err := refuseSelfArchive(ctx, pool, shown, p); err != nil {
 		return nil, err
 	}
 	if err := refuseLateActors(ctx, pool, p); err != nil {
@@ -51,9 +52,9 @@ func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind st
 		return nil, fmt.Errorf("read the primary key of %q: %w", p.Table, err)
 	}
 	if len(key) != 1 {
-		return nil, fmt.Errorf("archive_to needs a primary key of one column on %q, by which each batch proves its rows reached the archive: add one", p.Table)
+		return nil, fmt.Errorf("archive_to needs a primary key of one column on %q, by which each batch proves its rows reached the archive: add one", shown.Table)
 	}
-	a := &archiver{p: p, log: log, key: key[0]}
+	a := &archiver{p: shown, log: log, key: key[0]}
 	a.heal = statement.BuildHeal(p, kind, cols, key[0], keyType[0])
 	a.move = statement.BuildArchive(p, kind, cols, key[0], keyType[0])
 	if a.foreign, err = statement.IsForeign(ctx, pool, p.ArchiveTo); err != nil {
@@ -65,14 +66,15 @@ func newArchiver(ctx context.Context, pool *pgxpool.Pool, p policy.Pass, kind st
 // refuseSelfArchive fails when pass p's archive_to is its swept table under another spelling
 // (audit_log and public.audit_log): each batch would delete its rows and insert them back. The
 // policy check refuses it at boot; a run asks again, since a schema change (a search_path, a
-// table renamed into place) can make two names one table later.
-func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) error {
-	same, err := statement.SameTable(ctx, pool, p.Table, p.ArchiveTo)
+// table renamed into place) can make two names one table later. sql names the tables as
+// statements do; the error names shown's.
+func refuseSelfArchive(ctx context.Context, pool *pgxpool.Pool, shown, sql policy.Pass) error {
+	same, err := statement.SameTable(ctx, pool, sql.Table, sql.ArchiveTo)
 	if err != nil {
-		return fmt.Errorf("look up archive %q: %w", p.ArchiveTo, err)
+		return fmt.Errorf("look up archive %q: %w", shown.ArchiveTo, err)
 	}
 	if same {
-		return fmt.Errorf("archive_to %q is the swept table %q itself: name another table", p.ArchiveTo, p.Table)
+		return fmt.Errorf("archive_to %q is the swept table %q itself: name another table", shown.ArchiveTo, shown.Table)
 	}
 	return nil
 }

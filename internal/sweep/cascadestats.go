@@ -49,18 +49,18 @@ func (pr *passRun) prepareCascades() error {
 		}
 		return oid, leaves, nil
 	}
-	swept, _, err := oidOf(pr.p.Table)
+	swept, _, err := oidOf(pr.sql.Table)
 	if err != nil {
 		return err
 	}
-	children := make([]uint32, len(pr.p.DeleteWith))
-	for i, c := range pr.p.DeleteWith {
+	children := make([]uint32, len(pr.sql.DeleteWith))
+	for i, c := range pr.sql.DeleteWith {
 		if children[i], _, err = oidOf(c.Table); err != nil {
 			return err
 		}
 	}
 	cc := &cascadeCounter{}
-	for i, name := range pr.p.Cascades {
+	for i, name := range pr.sql.Cascades {
 		oid, leaves, err := oidOf(name)
 		if err != nil {
 			return err

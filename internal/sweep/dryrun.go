@@ -31,7 +31,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
-	sts, kinds, err := r.statementsFor(ctx, name)
+	sts, kinds, sql, err := r.statementsFor(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("dry run %q: %w", name, err)
 	}
@@ -42,7 +42,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		dp := wire.DryRunPass{Pass: p.Name}
 		dp.Cutoff, dp.CutoffEpoch, dp.AgeUnit = cutoffOf(cutoff, kinds[i], p)
 		if p.Mode == policy.ModePartitions {
-			if err := r.dryRunPartitions(ctx, p, kinds[i], cutoff, &dp); err != nil {
+			if err := r.dryRunPartitions(ctx, sql[i], kinds[i], cutoff, &dp); err != nil {
 				return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 			}
 			// The estimate is the boundary count's; the verdict is whether an index serves
@@ -56,7 +56,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 			res.Passes = append(res.Passes, dp)
 			continue
 		}
-		query, cascades, err := r.countStatement(ctx, p, kinds[i], st)
+		query, cascades, err := r.countStatement(ctx, sql[i], kinds[i], st)
 		if err != nil {
 			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 		}
@@ -80,7 +80,7 @@ func (r *Runner) DryRun(ctx context.Context, name string) (*wire.DryRunResult, e
 		}
 		// After the count: a table locked against readers holds the count, under the count
 		// timeout, not the survey, under the lock timeout.
-		path, _, err := r.pathOf(ctx, p, st, cutoff)
+		path, _, err := r.pathOf(ctx, sql[i], st, cutoff)
 		if err != nil {
 			return nil, fmt.Errorf("dry run %q: pass %q: %w", name, p.Name, err)
 		}

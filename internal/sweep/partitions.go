@@ -25,7 +25,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	s := pr.r.cfg.Settings
 	pr.out = wire.PassResult{Pass: pr.p.Name, Path: string(PathPartitions)}
 	maxBatches := firstPositive(pr.p.MaxBatches, s.MaxBatches)
-	parts, err := partition.List(pr.db, pr.r.cfg.Pool, pr.p.Table)
+	parts, err := partition.List(pr.db, pr.r.cfg.Pool, pr.sql.Table)
 	if err != nil {
 		pr.out.StopReason = wire.StopBatchError
 		return pr.out, fmt.Errorf("list partitions: %w", err)
@@ -33,7 +33,7 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	cut := cutAt(parts, pr.kind, pr.cutoff)
 	var def partition.Definer
 	if len(cut.Expired) > 0 {
-		if def, err = partition.FindDefiner(pr.db, pr.r.cfg.Pool, pr.p.Table); err != nil {
+		if def, err = partition.FindDefiner(pr.db, pr.r.cfg.Pool, pr.sql.Table); err != nil {
 			pr.out.StopReason = wire.StopBatchError
 			return pr.out, err
 		}
@@ -87,7 +87,8 @@ func (pr *passRun) runPartitions() (wire.PassResult, error) {
 	for _, part := range cut.Boundary() {
 		leaf := *pr
 		leaf.p.Table = unquoteQualified(part.Name)
-		leaf.st = statement.Build(leaf.p, pr.kind)
+		leaf.sql.Table = leaf.p.Table
+		leaf.st = statement.Build(leaf.sql, pr.kind)
 		leaf.at = position{size: pr.at.size}
 		leaf.of.batchBase = total.BatchCount
 		res, err := leaf.run()

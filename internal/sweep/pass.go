@@ -26,8 +26,10 @@ type passRun struct {
 
 	// of is the sweep and run the pass belongs to, as its metrics and batch records name them.
 	of runKey
-	p  policy.Pass
-	st statement.Set
+	// p is the pass as its answers, metrics and logs name it; sql the same naming its tables as
+	// its statements and catalog reads do, schema-qualified as the policy check resolved them.
+	p, sql policy.Pass
+	st     statement.Set
 	// kind is the type of the age column st was built for (a partitions pass builds its leaf
 	// partitions' statements for it).
 	kind     statement.Kind
@@ -99,7 +101,7 @@ func (pr *passRun) run() (wire.PassResult, error) {
 func (pr *passRun) prepare() error {
 	if pr.p.ArchiveTo != "" {
 		ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
-		arch, err := newArchiver(ctx, pr.r.cfg.Pool, pr.p, pr.kind, pr.log)
+		arch, err := newArchiver(ctx, pr.r.cfg.Pool, pr.p, pr.sql, pr.kind, pr.log)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("prepare the archive: %w", err)
@@ -203,7 +205,7 @@ func (pr *passRun) tally(b batchResult) {
 
 // choosePath sets the pass's path (Runner.pathOf) and, on the heap path, its first range.
 func (pr *passRun) choosePath() error {
-	path, sv, err := pr.r.pathOf(pr.db, pr.p, pr.st, pr.cutoff)
+	path, sv, err := pr.r.pathOf(pr.db, pr.sql, pr.st, pr.cutoff)
 	if err != nil {
 		return err
 	}

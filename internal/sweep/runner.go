@@ -55,6 +55,9 @@ type Config struct {
 	// retention. Nil is the database's now() at the start of the run (the time the lease was
 	// taken, for a run), so every replica computes the same cutoff whatever its own clock says.
 	AsOf func(ctx context.Context) (time.Time, error)
+	// Names are the tables the policy check resolved (check.Names), which every statement names;
+	// nil resolves them, the same way, at the first run or dry run.
+	Names statement.Names
 	// AccessPath, when PathHeap or PathIndex, makes every batched pass take that path wherever
 	// it can run (the heap path needs a plain table); empty chooses per pass and run from the
 	// planner's estimate of the eligible share. For benchmarks and tests: the choice is measured.
@@ -74,9 +77,9 @@ type Config struct {
 // Runner runs the sweeps of one catalog against one database.
 type Runner struct {
 	cfg Config
-	// stmts holds each pass's statements for each kind of age column; a run picks the kind the
-	// catalog has (statementsFor).
-	stmts  map[string][][statement.Kinds]statement.Set
+	// names holds each pass's statements for each kind of age column, naming the tables as
+	// resolved; a run picks the kind the catalog has (statementsFor).
+	names  resolvedNames
 	byName map[string]*policy.Spec
 	// halts are the halts of sweeps whose archive lost rows that the history does not hold yet
 	// (archivelost.go): all of them for a runner without a history.
@@ -101,17 +104,12 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Sleep = sleepCtx
 	}
 	cfg.Specs = policy.Normalize(cfg.Specs)
-	r := &Runner{cfg: cfg, stmts: map[string][][statement.Kinds]statement.Set{}, byName: map[string]*policy.Spec{}, halts: map[string]history.Halt{}}
+	r := &Runner{cfg: cfg, byName: map[string]*policy.Spec{}, halts: map[string]history.Halt{}}
 	for i := range r.cfg.Specs {
-		s := &r.cfg.Specs[i]
-		r.byName[s.Name] = s
-		for _, p := range s.Passes {
-			var byKind [statement.Kinds]statement.Set
-			for k := range statement.Kinds {
-				byKind[k] = statement.Build(p, k)
-			}
-			r.stmts[s.Name] = append(r.stmts[s.Name], byKind)
-		}
+		r.byName[r.cfg.Specs[i].Name] = &r.cfg.Specs[i]
+	}
+	if cfg.Names != nil {
+		r.names.done = catalogStatements(r.cfg.Specs, cfg.Names)
 	}
 	return r, nil
 }
@@ -245,7 +243,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 		return res, nil
 	}
 	res.ReferenceTime = &ref
-	sts, kinds, err := r.statementsFor(db, name)
+	sts, kinds, sql, err := r.statementsFor(db, name)
 	if err != nil {
 		res.StopReason, res.Error = wire.StopBatchError, errorInfo(err, "")
 		return res, nil
@@ -253,7 +251,7 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 	res.StopReason = wire.StopExhausted
 	for i, p := range spec.Passes {
 		pr := &passRun{
-			r: r, db: db, log: log, of: runKey{sweep: name, id: res.RunID}, p: p, st: sts[i], kind: kinds[i],
+			r: r, db: db, log: log, of: runKey{sweep: name, id: res.RunID}, p: p, sql: sql[i], st: sts[i], kind: kinds[i],
 			cutoff: ref.Add(-p.Retention), deadline: start.Add(r.cfg.Settings.Deadline),
 			at: position{size: firstPositive(opts.BatchSize, p.BatchSize, r.cfg.Settings.BatchSize)},
 		}
@@ -362,20 +360,24 @@ func (r *Runner) finish(db context.Context, log *slog.Logger, spec *policy.Spec,
 }
 
 // statementsFor returns the statements of each pass of sweep name for its age column's type as
-// the catalog has it now, and that type.
-func (r *Runner) statementsFor(ctx context.Context, name string) ([]statement.Set, []statement.Kind, error) {
-	spec := r.byName[name]
+// the catalog has it now, that type, and each pass naming its tables as the statements do.
+func (r *Runner) statementsFor(ctx context.Context, name string) ([]statement.Set, []statement.Kind, []policy.Pass, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Settings.StatementTimeout)
 	defer cancel()
-	kinds, err := statement.ReadKinds(ctx, r.cfg.Pool, spec.Passes)
+	all, err := r.statements(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	out := make([]statement.Set, len(spec.Passes))
+	sql := all.sql[name]
+	kinds, err := statement.ReadKinds(ctx, r.cfg.Pool, sql)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out := make([]statement.Set, len(sql))
 	for i, k := range kinds {
-		out[i] = r.stmts[name][i][k]
+		out[i] = all.stmts[name][i][k]
 	}
-	return out, kinds, nil
+	return out, kinds, sql, nil
 }
 
 // passTables maps each pass of spec to its table, whose size the history keeps with the pass.

@@ -1,23 +1,23 @@
--- sweep accounts, pass closed: table accounts, age column closed_at (date), mode per-row
+-- sweep accounts, pass closed: table public.accounts, age column closed_at (date), mode per-row
 
 -- per-row: lock one eligible key and call the function on it, once per transaction
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
 SELECT "erase_account"(k.key) FROM (
-  SELECT t."id" AS key FROM "accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date ORDER BY t."closed_at" LIMIT 1 FOR UPDATE OF t SKIP LOCKED
+  SELECT t."id" AS key FROM "public"."accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date ORDER BY t."closed_at" LIMIT 1 FOR UPDATE OF t SKIP LOCKED
 ) AS k;
 
 -- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
-SELECT (SELECT (((((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date) - t."closed_at") * 86400)::float8 FROM "accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date ORDER BY t."closed_at" LIMIT 1);
+SELECT (SELECT (((((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date) - t."closed_at") * 86400)::float8 FROM "public"."accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date ORDER BY t."closed_at" LIMIT 1);
 
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
-SELECT count(*) FROM "accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date;
+SELECT count(*) FROM "public"."accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date;
 
 -- dry run: the eligible rows, as the planner estimates them
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
-SELECT 1 FROM "accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date;
+SELECT 1 FROM "public"."accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date;
 
 -- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
-SELECT t.ctid FROM "accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date ORDER BY t."closed_at" LIMIT $2;
+SELECT t.ctid FROM "public"."accounts" AS t WHERE t."closed_at" < ((($1::timestamptz + interval '31536000 seconds') AT TIME ZONE 'UTC') - interval '31536000 seconds')::date ORDER BY t."closed_at" LIMIT $2;

@@ -1,48 +1,48 @@
--- sweep events, pass old: table events, age column at (date), mode partitions
+-- sweep events, pass old: table public.events, age column at (date), mode partitions
 
 -- access path survey: the eligible rows, as the planner estimates them
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
-SELECT 1 FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+SELECT 1 FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- access path survey: every row, as the planner estimates them
-SELECT 1 FROM "events" AS t;
+SELECT 1 FROM "public"."events" AS t;
 
 -- index path: where the first batch's range of ages starts and ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
-SELECT (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT 1),
-       (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" OFFSET $2 LIMIT 1);
+SELECT (SELECT t."at" FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT 1),
+       (SELECT t."at" FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" OFFSET $2 LIMIT 1);
 
 -- index path: where a resumed batch's range of ages ends
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch's range
-SELECT (SELECT t."at" FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" OFFSET $2 LIMIT 1);
+SELECT (SELECT t."at" FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" OFFSET $2 LIMIT 1);
 
 -- batch, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
-DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+DELETE FROM "public"."events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- batch, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
-DELETE FROM "events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+DELETE FROM "public"."events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- batch, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
-  DELETE FROM "events" AS t
+  DELETE FROM "public"."events" AS t
    WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" LIMIT $2))
+           SELECT t.ctid FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" LIMIT $2))
      AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
 -- batch, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
-DELETE FROM "events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+DELETE FROM "public"."events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- batch retried after a held row lock, skipping held rows, index path, a range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range, $3 the age it ends before
 WITH deleted AS (
-  DELETE FROM "events" AS t
-   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
+  DELETE FROM "public"."events" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "public"."events" AS t WHERE t."at" >= $2 AND t."at" < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
      AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
@@ -50,8 +50,8 @@ SELECT count(*), max(age) FROM deleted;
 -- batch retried after a held row lock, skipping held rows, index path, the last range of ages
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 first age of the range
 WITH deleted AS (
-  DELETE FROM "events" AS t
-   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
+  DELETE FROM "public"."events" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "public"."events" AS t WHERE t."at" >= $2 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
      AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
@@ -59,9 +59,9 @@ SELECT count(*), max(age) FROM deleted;
 -- batch retried after a held row lock, skipping held rows, index path, by rows where more than a batch share its first age
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows), $3 first age of the batch
 WITH deleted AS (
-  DELETE FROM "events" AS t
+  DELETE FROM "public"."events" AS t
    WHERE t.ctid = ANY (ARRAY(
-           SELECT t.ctid FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" LIMIT $2 FOR UPDATE SKIP LOCKED))
+           SELECT t.ctid FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date AND t."at" >= $3 ORDER BY t."at" LIMIT $2 FOR UPDATE SKIP LOCKED))
      AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
@@ -69,20 +69,20 @@ SELECT count(*), max(age) FROM deleted;
 -- batch retried after a held row lock, skipping held rows, heap path
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 and $3 first and end block of the range (tid '(b,0)')
 WITH deleted AS (
-  DELETE FROM "events" AS t
-   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
+  DELETE FROM "public"."events" AS t
+   WHERE t.ctid = ANY (ARRAY(SELECT t.ctid FROM "public"."events" AS t WHERE t.ctid >= $2 AND t.ctid < $3 AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date FOR UPDATE SKIP LOCKED))
      AND t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date
   RETURNING t."at" AS age)
 SELECT count(*), max(age) FROM deleted;
 
 -- end of a run: the retention lag, the oldest eligible row's seconds past the cutoff
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
-SELECT (SELECT (((((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date) - t."at") * 86400)::float8 FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT 1);
+SELECT (SELECT (((((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date) - t."at") * 86400)::float8 FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT 1);
 
 -- dry run: the exact count
 --   $1 cutoff (timestamptz: the run's reference time minus the retention)
-SELECT count(*) FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
+SELECT count(*) FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date;
 
 -- dry run and policy check: the index verdict's select, sequential scans and sorts priced out
 --   $1 cutoff (timestamptz: the run's reference time minus the retention), $2 batch size (rows)
-SELECT t.ctid FROM "events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT $2;
+SELECT t.ctid FROM "public"."events" AS t WHERE t."at" < ((($1::timestamptz + interval '1209600 seconds') AT TIME ZONE 'UTC') - interval '1209600 seconds')::date ORDER BY t."at" LIMIT $2;
