@@ -27,7 +27,7 @@
 //	advice.go       the passes no index serves, one index suggested per table and age column
 //
 // and beside them: check.go (Policy, the order above), proof.go (Prove: each proven pass's
-// fingerprint, and Reprove, which a run calls when it changed), schema.go (catalog reads and
-// error text), indexsize.go (a suggested index's size), volatility.go (the VOLATILE calls of a
-// condition).
+// fingerprint, and Reprove, which a run calls when it changed), names.go (Names: the tables it
+// proved, which statements name), schema.go (catalog reads and error text), indexsize.go (a
+// suggested index's size), volatility.go (the VOLATILE calls of a condition).
 package check

@@ -6,6 +6,7 @@
 // Where things are:
 //
 //	runner.go          Runner, Config and Run: the lease, the reference time, the passes in order
+//	names.go           the statements of every pass, naming the tables the check resolved
 //	pass.go            one pass of one run: the batch loop, adaptive sizes, the replica throttle
 //	reproof.go         before a pass's first batch: its schema against its proof, re-proved
 //	batch.go           one batch: its form (a statement.Form), its arguments, its batchResult;
