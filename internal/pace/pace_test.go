@@ -1,0 +1,249 @@
+package pace_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/pace"
+)
+
+var ctx = context.Background()
+
+// fakeClock moves only when the pacer sleeps; after runs at each sleep (once per sleep).
+type fakeClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	slept time.Duration
+	after func()
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) sleep(_ context.Context, d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.slept += d
+	after := c.after
+	c.mu.Unlock()
+	if after != nil {
+		after()
+	}
+}
+
+// railURL is u with the rail's application_name.
+func railURL(t *testing.T, u string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pu.Query()
+	q.Set("application_name", "sweeprail")
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+func openPool(t *testing.T, u string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// busy holds n sessions of application appName active in pg_sleep on the database at u, and
+// returns once pg_stat_activity shows them all active; cancel ends them.
+func busy(t *testing.T, u, appName string, n int) (cancel func()) {
+	t.Helper()
+	pu, _ := url.Parse(u)
+	q := pu.Query()
+	q.Set("application_name", appName)
+	pu.RawQuery = q.Encode()
+	var pids []int32
+	var wg sync.WaitGroup
+	for range n {
+		c := dbtest.Conn(t, pu.String())
+		pids = append(pids, int32(c.PgConn().PID()))
+		wg.Add(1)
+		go func(c *pgx.Conn) {
+			defer wg.Done()
+			_, _ = c.Exec(ctx, `SELECT pg_sleep(60)`)
+		}(c)
+	}
+	watch := dbtest.Conn(t, u)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var active int
+		if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1) AND state = 'active'
+			AND query LIKE 'SELECT pg_sleep%'`, pids).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if active == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d busy sessions active after 15s", active, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var once sync.Once
+	cancel = func() {
+		once.Do(func() {
+			if _, err := watch.Exec(ctx, `SELECT pg_cancel_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+				t.Error(err)
+			}
+			wg.Wait()
+		})
+	}
+	t.Cleanup(cancel)
+	return cancel
+}
+
+func TestActiveSessions(t *testing.T) {
+	t.Parallel()
+	u := dbtest.URL(t)
+	rail := openPool(t, railURL(t, u))
+	busy(t, u, "app", 3)
+	busy(t, railURL(t, u), "sweeprail", 2) // the rail's own: same role and application_name
+	idle := dbtest.Conn(t, u)              // an idle session of the application
+	_ = idle
+	n, err := pace.ActiveSessions(ctx, rail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("ActiveSessions = %d, want the application's 3 busy sessions, not the rail's own or the idle one", n)
+	}
+}
+
+func TestPassWaitSessions(t *testing.T) {
+	t.Parallel()
+	u := dbtest.URL(t)
+	rail := openPool(t, railURL(t, u))
+	end := busy(t, u, "app", 3)
+	const budget = 10 * time.Second
+	wait := func(t *testing.T, l pace.Limits, after func(c *fakeClock)) (pace.Waited, *fakeClock, error) {
+		t.Helper()
+		clock := newFakeClock()
+		if after != nil {
+			clock.after = func() { after(clock) }
+		}
+		p := pace.New(pace.Config{Limits: l, Now: clock.now, Sleep: clock.sleep})
+		w, err := p.Pass(nil).Wait(ctx, rail, clock.now().Add(budget))
+		return w, clock, err
+	}
+	t.Run("within the limit: no wait", func(t *testing.T) {
+		w, _, err := wait(t, pace.Limits{MaxSessions: 3, CriticalSessions: 3}, nil)
+		if err != nil || w != (pace.Waited{}) {
+			t.Fatalf("Wait = %+v, %v; want no wait", w, err)
+		}
+	})
+	t.Run("over the limit: waits until the deadline", func(t *testing.T) {
+		w, _, err := wait(t, pace.Limits{MaxSessions: 2}, nil)
+		if err != nil || w.ActiveSessions != budget || w.WALRate != 0 {
+			t.Fatalf("Wait = %+v, %v; want the %s budget on active sessions", w, err, budget)
+		}
+	})
+	t.Run("over the critical level: stops at once", func(t *testing.T) {
+		w, _, err := wait(t, pace.Limits{MaxSessions: 1, CriticalSessions: 2}, nil)
+		var crit *pace.CriticalError
+		if !errors.As(err, &crit) || crit.Active != 3 || crit.Critical != 2 || w.ActiveSessions != 0 {
+			t.Fatalf("Wait = %+v, %v; want a CriticalError of 3 over 2, no wait", w, err)
+		}
+	})
+	// Last: it ends the busy sessions.
+	t.Run("the wait ends when the sessions do", func(t *testing.T) {
+		w, _, err := wait(t, pace.Limits{MaxSessions: 2}, func(*fakeClock) { end() })
+		if err != nil || w.ActiveSessions != pace.DefaultRecheck {
+			t.Fatalf("Wait = %+v, %v; want one recheck (%s)", w, err, pace.DefaultRecheck)
+		}
+	})
+}
+
+func TestPassWaitWAL(t *testing.T) {
+	t.Parallel()
+	pool := openPool(t, dbtest.URL(t))
+	const rate = 1 << 20
+	clock := newFakeClock()
+	p := pace.New(pace.Config{Limits: pace.Limits{WALRate: rate}, Now: clock.now, Sleep: clock.sleep})
+	ps := p.Pass(nil)
+	until := clock.now().Add(time.Minute)
+	if w, err := ps.Wait(ctx, pool, until); err != nil || w.WALRate != 0 {
+		t.Fatalf("first Wait = %+v, %v; want no wait: it only marks the WAL position", w, err)
+	}
+	if got := ps.MaxRows(50000); got != 50000 {
+		t.Fatalf("MaxRows before any batch = %d, want the bound", got)
+	}
+	// About 1.5 MiB of WAL in no time on the clock: the debt is forgiven past one second's budget.
+	if _, err := pool.Exec(ctx, `CREATE TABLE ballast AS SELECT repeat(md5(g::text), 30) AS pad FROM generate_series(1, 1500) g`); err != nil {
+		t.Fatal(err)
+	}
+	ps.Batch(1500)
+	w, err := ps.Wait(ctx, pool, until)
+	if err != nil || w.WALRate < 900*time.Millisecond || w.ActiveSessions != 0 {
+		t.Fatalf("Wait after 1.5 MiB at 1 MiB/s = %+v, %v; want about a second on the WAL rate", w, err)
+	}
+	// A row cost about 1 kB: a batch's WAL stays within an eighth of the second's budget.
+	if got := ps.MaxRows(50000); got < 50 || got > 200 {
+		t.Fatalf("MaxRows after rows of about 1 kB = %d, want about %d", got, rate/8/1000)
+	}
+	if w, err := ps.Wait(ctx, pool, until); err != nil || w.WALRate > 100*time.Millisecond {
+		t.Fatalf("Wait with nothing written = %+v, %v; want almost none", w, err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	u := dbtest.URL(t)
+	role := "pace_reader_" + time.Now().Format("150405000000")
+	exec := func(sql string) {
+		if _, err := dbtest.Conn(t, u).Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`CREATE ROLE ` + role + ` LOGIN`)
+	t.Cleanup(func() { _, _ = dbtest.Conn(t, u).Exec(ctx, `DROP ROLE IF EXISTS `+role) })
+	pu, _ := url.Parse(railURL(t, u))
+	pu.User = url.User(role)
+	reader := openPool(t, pu.String())
+	sessions := pace.New(pace.Config{Limits: pace.Limits{MaxSessions: 10}})
+	tests := []struct {
+		name  string
+		p     *pace.Pacer
+		q     pace.Querier
+		grant bool
+		want  error
+	}{
+		{"off checks nothing", pace.New(pace.Config{}), reader, false, nil},
+		{"the WAL rate needs no privilege", pace.New(pace.Config{Limits: pace.Limits{WALRate: 1 << 20}}), reader, false, nil},
+		{"sessions without an application_name", sessions, openPool(t, u), false, pace.ErrNoApplicationName},
+		{"sessions by a role that cannot see them", sessions, reader, false, pace.ErrNoPrivilege},
+		{"sessions by a role granted pg_monitor", sessions, reader, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.grant {
+				exec(`GRANT pg_monitor TO ` + role)
+			}
+			if err := tt.p.Check(ctx, tt.q); !errors.Is(err, tt.want) {
+				t.Fatalf("Check = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
