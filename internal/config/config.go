@@ -54,6 +54,10 @@ const (
 	// runs back after every batch; and a value that small is more often megabytes meant ("64")
 	// than bytes.
 	minReplicaLagBytes = 1 << 20
+	// minWALRate is the smallest MAX_WAL_RATE, 1 MiB/s: a batch is sized to an eighth of a
+	// second's budget, and below this even one batch of the default size writes more; a value
+	// that small is more often megabytes meant ("16") than bytes.
+	minWALRate = 1 << 20
 	// signatureResolution is the resolution of a signature's timestamp (unix seconds): a shorter
 	// replay window would refuse fresh requests at random.
 	signatureResolution = time.Second
@@ -145,6 +149,13 @@ type API struct {
 	// MaxReplicaLagBytes holds a run back while a standby, or a physical replication slot, is
 	// more WAL bytes behind; empty or unset: off.
 	MaxReplicaLagBytes int `env:"MAX_REPLICA_LAG_BYTES" empty:"unset"`
+	// MaxWALRate holds a run's batches so that the server writes at most this much WAL a second
+	// (bytes, or 16MiB); empty or unset: off.
+	MaxWALRate Rate `env:"MAX_WAL_RATE" empty:"unset"`
+	// MaxActiveSessions holds a run back while more other sessions of the database are active;
+	// MaxActiveSessionsCritical stops it; empty or unset: off.
+	MaxActiveSessions         int `env:"MAX_ACTIVE_SESSIONS" empty:"unset"`
+	MaxActiveSessionsCritical int `env:"MAX_ACTIVE_SESSIONS_CRITICAL" empty:"unset"`
 	// RunHistoryRetention is how long the run history keeps a run (a Go duration, or whole days
 	// such as 90d); every run prunes what is older.
 	RunHistoryRetention Days `env:"RUN_HISTORY_RETENTION" envDefault:"90d"`

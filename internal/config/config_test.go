@@ -134,6 +134,11 @@ func TestLoadAPIAccepts(t *testing.T) {
 		{"replica lag at its floor", map[string]string{"MAX_REPLICA_LAG": "100ms"}},
 		{"replica lag just below the deadline", map[string]string{"MAX_REPLICA_LAG": "89999ms"}},
 		{"replica lag bytes at 1 MiB", map[string]string{"MAX_REPLICA_LAG_BYTES": "1048576"}},
+		{"WAL rate in MiB", map[string]string{"MAX_WAL_RATE": "16MiB"}},
+		{"WAL rate in bytes per second", map[string]string{"MAX_WAL_RATE": "1048576/s"}},
+		{"WAL rate and sessions empty: off", map[string]string{"MAX_WAL_RATE": "", "MAX_ACTIVE_SESSIONS": "", "MAX_ACTIVE_SESSIONS_CRITICAL": ""}},
+		{"active sessions with a critical level above", map[string]string{"MAX_ACTIVE_SESSIONS": "25", "MAX_ACTIVE_SESSIONS_CRITICAL": "26"}},
+		{"critical level alone", map[string]string{"MAX_ACTIVE_SESSIONS_CRITICAL": "1"}},
 		{"run history in days", map[string]string{"RUN_HISTORY_RETENTION": "400d"}},
 		{"expected interval of an hour", map[string]string{"SWEEP_EXPECTED_INTERVAL": "1h"}},
 		// 16 two-byte runes: the length is counted in bytes, not characters.
@@ -229,6 +234,17 @@ func TestLoadAPIBounds(t *testing.T) {
 			[]string{"MAX_REPLICA_LAG_BYTES=0 must be >= 1048576"}},
 		{"replica lag bytes in megabytes by mistake", map[string]string{"MAX_REPLICA_LAG_BYTES": "64"},
 			[]string{"MAX_REPLICA_LAG_BYTES=64 must be >= 1048576 (1 MiB; it counts bytes)"}},
+		{"WAL rate in megabytes by mistake", map[string]string{"MAX_WAL_RATE": "16"},
+			[]string{"MAX_WAL_RATE=16 must be >= 1MiB (it counts bytes per second)"}},
+		{"WAL rate in decimal megabytes", map[string]string{"MAX_WAL_RATE": "16MB"},
+			[]string{"MAX_WAL_RATE=16MB: invalid byte rate \"16MB\": want whole bytes per second, or with KiB, MiB or GiB"}},
+		{"WAL rate negative", map[string]string{"MAX_WAL_RATE": "-1MiB"}, []string{"MAX_WAL_RATE=-1MiB: invalid byte rate"}},
+		{"WAL rate overflowing", map[string]string{"MAX_WAL_RATE": "9000000000GiB"}, []string{"MAX_WAL_RATE=9000000000GiB: invalid byte rate"}},
+		{"active sessions zero", map[string]string{"MAX_ACTIVE_SESSIONS": "0"}, []string{"MAX_ACTIVE_SESSIONS=0 must be >= 1"}},
+		{"active sessions malformed", map[string]string{"MAX_ACTIVE_SESSIONS": "many"}, []string{"MAX_ACTIVE_SESSIONS=many"}},
+		{"critical level negative", map[string]string{"MAX_ACTIVE_SESSIONS_CRITICAL": "-3"}, []string{"MAX_ACTIVE_SESSIONS_CRITICAL=-3 must be >= 1"}},
+		{"critical level at the waiting level", map[string]string{"MAX_ACTIVE_SESSIONS": "25", "MAX_ACTIVE_SESSIONS_CRITICAL": "25"},
+			[]string{"MAX_ACTIVE_SESSIONS_CRITICAL=25 must be > MAX_ACTIVE_SESSIONS=25"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,6 +70,7 @@ func (r *report) checkAPI(c *API) {
 		}
 	}
 	r.checkReplicaLag(c)
+	r.checkPace(c)
 	r.checkRunHistory(c)
 	r.checkExpectedInterval(c)
 	r.checkStatusAddr(c)
@@ -157,6 +158,30 @@ func (r *report) checkReplicaLag(c *API) {
 	if r.set(bytes) && r.ok(bytes) && c.MaxReplicaLagBytes < minReplicaLagBytes {
 		r.addf(bytes, "%s must be >= %d (1 MiB; it counts bytes): one large batch writes about that much WAL",
 			r.show(bytes), minReplicaLagBytes)
+	}
+}
+
+// checkPace holds the pacer's bounds (docs/CRON.md, "Budgets").
+func (r *report) checkPace(c *API) {
+	const (
+		wal      = "MAX_WAL_RATE"
+		sessions = "MAX_ACTIVE_SESSIONS"
+		critical = "MAX_ACTIVE_SESSIONS_CRITICAL"
+	)
+	if r.set(wal) && r.ok(wal) && c.MaxWALRate < minWALRate {
+		r.addf(wal, "%s must be >= 1MiB (it counts bytes per second): one batch writes about that much WAL", r.show(wal))
+	}
+	for _, k := range []struct {
+		key string
+		n   int
+	}{{sessions, c.MaxActiveSessions}, {critical, c.MaxActiveSessionsCritical}} {
+		if r.set(k.key) && r.ok(k.key) && k.n < 1 {
+			r.addf(k.key, "%s must be >= 1: it counts the other sessions that are active", r.show(k.key))
+		}
+	}
+	// At or under the waiting level, the critical one would stop every run the wait would hold.
+	if r.set(sessions) && r.set(critical) && r.ok(sessions, critical) && c.MaxActiveSessionsCritical <= c.MaxActiveSessions {
+		r.addf(critical, "%s must be > %s: the run would stop where it should wait", r.show(critical), r.show(sessions))
 	}
 }
 
