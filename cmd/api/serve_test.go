@@ -23,6 +23,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/pace"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/signing"
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -281,8 +282,10 @@ func TestServe(t *testing.T) {
 			want = append(want,
 				fmt.Sprintf(`sweeprail_last_success_timestamp_seconds{sweep=%q}`, sw.Name),
 				fmt.Sprintf(`sweeprail_run_duration_seconds_count{sweep=%q}`, sw.Name),
-				fmt.Sprintf(`sweeprail_batch_duration_seconds_count{sweep=%q}`, sw.Name),
-				fmt.Sprintf(`sweeprail_throttled_seconds_total{sweep=%q}`, sw.Name))
+				fmt.Sprintf(`sweeprail_batch_duration_seconds_count{sweep=%q}`, sw.Name))
+			for _, c := range pace.Causes() {
+				want = append(want, fmt.Sprintf(`sweeprail_throttled_seconds_total{cause=%q,sweep=%q}`, c, sw.Name))
+			}
 		}
 		for _, r := range signing.Reasons() {
 			want = append(want, fmt.Sprintf(`sweeprail_auth_failures_total{reason=%q}`, r))

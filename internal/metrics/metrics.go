@@ -104,8 +104,8 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		}, []string{"reason"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sweeprail_throttled_seconds_total",
-			Help: "Time sweep runs spent waiting for standbys to come back under the replica lag limits.",
-		}, []string{"sweep"}),
+			Help: "Time sweep runs spent waiting between batches on their budgets, by cause: replica-lag, wal-rate, active-sessions.",
+		}, []string{"sweep", "cause"}),
 		unsigned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sweeprail_unsigned_requests_total",
 			Help: "Requests answered without a valid signature (probes, scrapes, refusals), which start no trace span.",
@@ -150,7 +150,9 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 		m.runDuration.WithLabelValues(s.Name)
 		m.batchDuration.WithLabelValues(s.Name)
 		m.lastSuccess.WithLabelValues(s.Name)
-		m.throttled.WithLabelValues(s.Name)
+		for _, c := range throttleCauses {
+			m.throttled.WithLabelValues(s.Name, c)
+		}
 		m.historyFails.WithLabelValues(s.Name)
 	}
 	for _, r := range labels.AuthReasons {
@@ -240,12 +242,16 @@ func (m *Metrics) Run(sweep, outcome string, d time.Duration, succeeded bool, en
 	}
 }
 
-// Throttled adds d, time a run of sweep waited on replica lag, to its throttled seconds.
-func (m *Metrics) Throttled(sweep string, d time.Duration) {
+// throttleCauses are the values of the throttled metric's cause label (package pace's Causes;
+// metrics imports none of the engine).
+var throttleCauses = []string{"replica-lag", "wal-rate", "active-sessions"}
+
+// Throttled adds d, time a run of sweep waited on cause, to its throttled seconds.
+func (m *Metrics) Throttled(sweep, cause string, d time.Duration) {
 	if m == nil || d <= 0 {
 		return
 	}
-	m.throttled.WithLabelValues(sweep).Add(d.Seconds())
+	m.throttled.WithLabelValues(sweep, cause).Add(d.Seconds())
 }
 
 // UnsignedRequest counts one request answered without a valid signature.

@@ -40,7 +40,7 @@ func TestNew(t *testing.T) {
 			"sweeprail_batch_duration_seconds":         2,
 			"sweeprail_last_success_timestamp_seconds": 2,
 			"sweeprail_auth_failures_total":            2,
-			"sweeprail_throttled_seconds_total":        2,
+			"sweeprail_throttled_seconds_total":        6, // two sweeps x three causes
 			"sweeprail_reproofs_total":                 8, // four passes x proven and refused
 		}
 		for name, n := range want {
@@ -79,9 +79,10 @@ sweeprail_runs_total{outcome="skipped",sweep="notifications"} 0
 		m.Run("notifications", "exhausted", time.Second, true, end)
 		m.Run("audit-log", "batch-error", time.Second, false, end)
 		m.AuthFailure("replayed")
-		m.Throttled("notifications", 1500*time.Millisecond)
-		m.Throttled("notifications", 0)
-		m.Throttled("notifications", -time.Second)
+		m.Throttled("notifications", "replica-lag", 1500*time.Millisecond)
+		m.Throttled("notifications", "wal-rate", 250*time.Millisecond)
+		m.Throttled("notifications", "active-sessions", 0)
+		m.Throttled("notifications", "replica-lag", -time.Second)
 		expected := `
 # HELP sweeprail_last_success_timestamp_seconds Unix time of the last run that took its lease and ended without batch-error or schema-changed; 0 until the first.
 # TYPE sweeprail_last_success_timestamp_seconds gauge
@@ -107,10 +108,14 @@ sweeprail_rows_archived_total{pass="operational",sweep="audit-log"} 7
 # TYPE sweeprail_auth_failures_total counter
 sweeprail_auth_failures_total{reason="bad_signature"} 0
 sweeprail_auth_failures_total{reason="replayed"} 1
-# HELP sweeprail_throttled_seconds_total Time sweep runs spent waiting for standbys to come back under the replica lag limits.
+# HELP sweeprail_throttled_seconds_total Time sweep runs spent waiting between batches on their budgets, by cause: replica-lag, wal-rate, active-sessions.
 # TYPE sweeprail_throttled_seconds_total counter
-sweeprail_throttled_seconds_total{sweep="audit-log"} 0
-sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
+sweeprail_throttled_seconds_total{cause="active-sessions",sweep="audit-log"} 0
+sweeprail_throttled_seconds_total{cause="active-sessions",sweep="notifications"} 0
+sweeprail_throttled_seconds_total{cause="replica-lag",sweep="audit-log"} 0
+sweeprail_throttled_seconds_total{cause="replica-lag",sweep="notifications"} 1.5
+sweeprail_throttled_seconds_total{cause="wal-rate",sweep="audit-log"} 0
+sweeprail_throttled_seconds_total{cause="wal-rate",sweep="notifications"} 0.25
 `
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
 			"sweeprail_last_success_timestamp_seconds", "sweeprail_rows_deleted_total", "sweeprail_rows_updated_total", "sweeprail_rows_processed_total", "sweeprail_rows_archived_total",
@@ -129,6 +134,6 @@ sweeprail_throttled_seconds_total{sweep="notifications"} 1.5
 		m.Batch("a", time.Second)
 		m.Run("a", "exhausted", time.Second, true, time.Now())
 		m.AuthFailure("x")
-		m.Throttled("a", time.Second)
+		m.Throttled("a", "replica-lag", time.Second)
 	})
 }

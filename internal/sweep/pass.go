@@ -252,7 +252,7 @@ func (pr *passRun) throttle() error {
 	pr.releaseConn()
 	waited, err := pr.r.cfg.Throttle.WithLogger(pr.log).Wait(pr.ctx, pr.deadline)
 	pr.out.ThrottledMs += waited.Milliseconds()
-	pr.r.cfg.Metrics.Throttled(pr.of.sweep, waited)
+	pr.r.cfg.Metrics.Throttled(pr.of.sweep, "replica-lag", waited)
 	if err != nil && pr.ctx.Err() == nil {
 		return &lagError{limits: pr.r.cfg.Throttle.Limits(), err: err}
 	}

@@ -14,6 +14,8 @@ const (
 	SpanRun   = "sweep.run"
 	SpanPass  = "sweep.pass"
 	SpanBatch = "sweep.batch"
+	// SpanThrottle is a wait between batches on a budget, a child of its pass's span.
+	SpanThrottle = "sweep.throttle"
 )
 
 // The attribute keys of the run's spans. The sweep is on every span of a run, the pass on its
@@ -30,6 +32,7 @@ const (
 	AttrPartitionsDropped = attribute.Key("sweeprail.partitions_dropped")
 	AttrDurationMs        = attribute.Key("sweeprail.duration_ms")
 	AttrStopReason        = attribute.Key("sweeprail.stop_reason")
+	AttrThrottleCause     = attribute.Key("sweeprail.throttle.cause")
 )
 
 // Span is one span of a run. A nil *Span, which a nil *Tracing returns, does nothing.
@@ -98,6 +101,19 @@ func (t *Tracing) StartBatch(ctx context.Context, path string, size int) (contex
 	s := scopeOf(ctx)
 	return t.start(ctx, SpanBatch, AttrSweep.String(s.sweep), AttrPass.String(s.pass),
 		AttrPath.String(path), AttrBatchSize.Int(size))
+}
+
+// Throttled records a wait of d from began, between batches of the pass in ctx, on cause
+// (replica-lag, wal-rate, active-sessions), as a span of its own; a wait of 0 records nothing.
+func (t *Tracing) Throttled(ctx context.Context, cause string, began time.Time, d time.Duration) {
+	if t == nil || d <= 0 {
+		return
+	}
+	s := scopeOf(ctx)
+	_, span := t.tracer.Start(ctx, SpanThrottle, oteltrace.WithTimestamp(began), oteltrace.WithAttributes(
+		AttrSweep.String(s.sweep), AttrPass.String(s.pass), AttrThrottleCause.String(cause),
+		AttrDurationMs.Float64(float64(d.Microseconds())/1000)))
+	span.End(oteltrace.WithTimestamp(began.Add(d)))
 }
 
 func (t *Tracing) start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, *Span) {

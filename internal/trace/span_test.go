@@ -124,3 +124,33 @@ func TestWithSpanFrom(t *testing.T) {
 		t.Error("the sweep name was not carried over")
 	}
 }
+
+// TestThrottledSpan: a wait between batches is a span under its pass, dated as the runner
+// measured it, naming its cause; a wait of nothing is no span.
+func TestThrottledSpan(t *testing.T) {
+	t.Parallel()
+	tr, rec := recorded(t)
+	ctx, run := tr.StartRun(context.Background(), "notifications", "run-8")
+	pctx, pass := tr.StartPass(ctx, "read")
+	began := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr.Throttled(pctx, "wal-rate", began, 1500*time.Microsecond)
+	tr.Throttled(pctx, "active-sessions", began, 0)
+	pass.End(Result{})
+	run.End(Result{})
+	var nilTracing *Tracing
+	nilTracing.Throttled(pctx, "wal-rate", began, time.Second)
+	spans := rec.Ended()
+	if len(spans) != 3 || spans[0].Name() != SpanThrottle || spans[0].Parent().SpanID() != spans[1].SpanContext().SpanID() {
+		t.Fatalf("spans %v, want one %s under the pass", spans, SpanThrottle)
+	}
+	s := spans[0]
+	got := attrs(s)
+	for k, v := range map[attribute.Key]any{AttrSweep: "notifications", AttrPass: "read", AttrThrottleCause: "wal-rate", AttrDurationMs: 1.5} {
+		if got[k].AsInterface() != v {
+			t.Errorf("%s = %v, want %v", k, got[k].AsInterface(), v)
+		}
+	}
+	if !s.StartTime().Equal(began) || s.EndTime().Sub(s.StartTime()) != 1500*time.Microsecond {
+		t.Errorf("span from %v for %v, want from %v for 1.5ms", s.StartTime(), s.EndTime().Sub(s.StartTime()), began)
+	}
+}

@@ -36,7 +36,10 @@ const (
 	StopExhausted StopReason = "exhausted"
 	StopBatchCap  StopReason = "batch-cap"
 	StopBudget    StopReason = "budget"
-	StopShutdown  StopReason = "shutdown"
+	// StopCriticalLoad is a run that met more other active sessions than
+	// MAX_ACTIVE_SESSIONS_CRITICAL allows, and stopped rather than add to them.
+	StopCriticalLoad StopReason = "critical-load"
+	StopShutdown     StopReason = "shutdown"
 	// StopSchemaChanged: the catalog facts the pass was proven under changed, and its check
 	// refuses the live schema; the pass deleted nothing.
 	StopSchemaChanged StopReason = "schema-changed"
@@ -45,7 +48,7 @@ const (
 )
 
 // stopOrder is every stop reason, least severe first.
-var stopOrder = []StopReason{StopExhausted, StopBatchCap, StopBudget, StopShutdown, StopSchemaChanged, StopBatchError, StopLeaseHeld}
+var stopOrder = []StopReason{StopExhausted, StopBatchCap, StopBudget, StopCriticalLoad, StopShutdown, StopSchemaChanged, StopBatchError, StopLeaseHeld}
 
 // StopReasons returns every stop reason, least severe first.
 func StopReasons() []StopReason { return slices.Clone(stopOrder) }
@@ -59,7 +62,7 @@ func (s StopReason) Severity() int { return slices.Index(stopOrder, s) }
 
 // Truncates reports whether a pass or run that stopped for s left a backlog for the next tick.
 func (s StopReason) Truncates() bool {
-	return s == StopBudget || s == StopBatchCap || s == StopShutdown
+	return s == StopBudget || s == StopBatchCap || s == StopShutdown || s == StopCriticalLoad
 }
 
 // Fails reports whether a pass or run that stopped for s needs an operator: a batch failed, or
@@ -73,7 +76,7 @@ const OutcomeSkipped = "skipped"
 // with, and "skipped" for a run that found the lease held.
 func Outcomes() []string {
 	return []string{
-		string(StopExhausted), string(StopBatchCap), string(StopBudget),
+		string(StopExhausted), string(StopBatchCap), string(StopBudget), string(StopCriticalLoad),
 		string(StopShutdown), string(StopSchemaChanged), string(StopBatchError), OutcomeSkipped,
 	}
 }
@@ -113,8 +116,11 @@ type PassResult struct {
 	// PartitionsDropped is what a partitions-mode pass dropped (or detached, with keep_detached);
 	// Deleted counts only the boundary rows its batches deleted.
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
-	// ThrottledMs is the time the pass spent waiting for standbys to catch up (MAX_REPLICA_LAG).
-	ThrottledMs int64 `json:"throttledMs"`
+	// ThrottledMs is the time the pass spent waiting between batches on its budgets: standbys
+	// to catch up (MAX_REPLICA_LAG), the WAL rate (MAX_WAL_RATE), other sessions
+	// (MAX_ACTIVE_SESSIONS). ThrottledBy splits it by cause; absent when nothing waited.
+	ThrottledMs int64            `json:"throttledMs"`
+	ThrottledBy map[string]int64 `json:"throttledBy,omitempty"`
 	// Children are the rows of each delete_with table deleted with the pass's rows, in policy
 	// order; absent for a pass without delete_with.
 	Children []ChildRows `json:"children,omitempty"`
@@ -210,8 +216,10 @@ type Result struct {
 	Error         *ErrorInfo   `json:"error"`
 	// PartitionsDropped sums the passes' (partitions mode only; absent when zero).
 	PartitionsDropped int64 `json:"partitionsDropped,omitempty"`
-	// ThrottledMs sums the passes' waits for standbys (MAX_REPLICA_LAG, MAX_REPLICA_LAG_BYTES).
-	ThrottledMs int64 `json:"throttledMs"`
+	// ThrottledMs sums the passes' waits on their budgets, ThrottledBy by cause (replica-lag,
+	// wal-rate, active-sessions).
+	ThrottledMs int64            `json:"throttledMs"`
+	ThrottledBy map[string]int64 `json:"throttledBy,omitempty"`
 	// HistoryError is why the run's end could not be written to the run history, when it could
 	// not: the run itself happened as the rest of the answer says. Absent when it was written.
 	HistoryError *ErrorInfo `json:"historyError,omitempty"`

@@ -12,7 +12,7 @@ import (
 func TestStopReasons(t *testing.T) {
 	t.Parallel()
 	t.Run("severity follows the documented order", func(t *testing.T) {
-		order := []wire.StopReason{wire.StopExhausted, wire.StopBatchCap, wire.StopBudget, wire.StopShutdown, wire.StopSchemaChanged, wire.StopBatchError}
+		order := []wire.StopReason{wire.StopExhausted, wire.StopBatchCap, wire.StopBudget, wire.StopCriticalLoad, wire.StopShutdown, wire.StopSchemaChanged, wire.StopBatchError}
 		for i := 1; i < len(order); i++ {
 			if order[i].Severity() <= order[i-1].Severity() {
 				t.Errorf("%s is not more severe than %s", order[i], order[i-1])
@@ -22,9 +22,9 @@ func TestStopReasons(t *testing.T) {
 			t.Error("an unknown reason has a severity or is known")
 		}
 	})
-	t.Run("truncated exactly on budget, batch-cap and shutdown", func(t *testing.T) {
+	t.Run("truncated exactly on budget, batch-cap, critical-load and shutdown", func(t *testing.T) {
 		for _, s := range wire.StopReasons() {
-			want := s == wire.StopBudget || s == wire.StopBatchCap || s == wire.StopShutdown
+			want := s == wire.StopBudget || s == wire.StopBatchCap || s == wire.StopShutdown || s == wire.StopCriticalLoad
 			if s.Truncates() != want {
 				t.Errorf("%s.Truncates() = %t", s, !want)
 			}
@@ -32,7 +32,7 @@ func TestStopReasons(t *testing.T) {
 	})
 	t.Run("outcomes are the run-ending reasons and skipped", func(t *testing.T) {
 		out := wire.Outcomes()
-		if !slices.Contains(out, wire.OutcomeSkipped) || slices.Contains(out, string(wire.StopLeaseHeld)) || len(out) != 7 {
+		if !slices.Contains(out, wire.OutcomeSkipped) || slices.Contains(out, string(wire.StopLeaseHeld)) || len(out) != 8 {
 			t.Errorf("outcomes %v", out)
 		}
 	})
