@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/pace"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/statement"
@@ -47,6 +48,8 @@ type passRun struct {
 	cascade *cascadeCounter
 	// at is where the pass stands on its access path, and the size of its next batch.
 	at position
+	// pacing holds the pass to the pacer's budgets; nil when they are off.
+	pacing *pace.Pass
 }
 
 // runKey names the run a pass belongs to: its sweep, its id, and the batches its pass ran before
@@ -62,6 +65,7 @@ type runKey struct {
 func (pr *passRun) run() (wire.PassResult, error) {
 	defer pr.releaseConn()
 	pr.out = wire.PassResult{Pass: pr.p.Name, Children: childRows(pr.p.DeleteWith, make([]int64, len(pr.p.DeleteWith)))}
+	pr.pacing = pr.r.cfg.Pacer.Pass(pr.log)
 	if err := pr.prepare(); err != nil {
 		pr.out.StopReason = wire.StopBatchError
 		return pr.out, err
@@ -134,6 +138,9 @@ func (pr *passRun) wait(maxBatches int) (wire.StopReason, error) {
 	if err := pr.throttle(); err != nil {
 		return wire.StopBatchError, err
 	}
+	if reason, err := pr.pace(); reason != "" {
+		return reason, err
+	}
 	// Checked again after a wait: a run that spent its budget waiting stops with budget.
 	return pr.stop(maxBatches), nil
 }
@@ -196,6 +203,7 @@ func (pr *passRun) tally(b batchResult) {
 		pr.out.Children[i].Rows += c
 	}
 	pr.countRows(deleted, b.children)
+	pr.pacing.Batch(b.n)
 	if a := pr.arch.archived(b); a > 0 {
 		pr.out.Archived += a
 		pr.r.cfg.Metrics.RowsArchived(pr.of.sweep, pr.p.Name, a)
@@ -224,15 +232,17 @@ func (pr *passRun) choosePath() error {
 // adapt sizes the next batch after a full one that took took.
 func (pr *passRun) adapt(b batchResult, took time.Duration) {
 	s := pr.r.cfg.Settings
+	// The WAL rate caps a batch at the rows whose WAL fits the pacer's burst.
+	hi := max(s.MinBatchSize, pr.pacing.MaxRows(s.MaxBatchSize))
 	if pr.at.path != PathHeap {
-		pr.at.size = nextSize(pr.at.size, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
+		pr.at.size = nextSize(pr.at.size, took, s.BatchTarget, s.MinBatchSize, hi)
 		return
 	}
 	if pr.r.cfg.heapBlocks > 0 {
 		return
 	}
 	h := &pr.at.heap
-	h.adapt(b.n, b.blocks, took, s.BatchTarget, s.MinBatchSize, s.MaxBatchSize)
+	h.adapt(b.n, b.blocks, took, s.BatchTarget, s.MinBatchSize, hi)
 	if h.visited > 0 {
 		pr.at.size = int(math.Round(float64(h.blocks) * float64(h.deleted) / float64(h.visited)))
 	}
@@ -250,9 +260,9 @@ func (pr *passRun) throttle() error {
 	// The lag is read from the pool, and the wait may be long: the pass's connection goes back
 	// first, or a pool of one connection would wait on itself.
 	pr.releaseConn()
+	began := pr.r.cfg.Now()
 	waited, err := pr.r.cfg.Throttle.WithLogger(pr.log).Wait(pr.ctx, pr.deadline)
-	pr.out.ThrottledMs += waited.Milliseconds()
-	pr.r.cfg.Metrics.Throttled(pr.of.sweep, "replica-lag", waited)
+	pr.throttled(pace.CauseReplicaLag, began, waited)
 	if err != nil && pr.ctx.Err() == nil {
 		return &lagError{limits: pr.r.cfg.Throttle.Limits(), err: err}
 	}

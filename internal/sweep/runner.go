@@ -19,6 +19,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/lease"
 	"github.com/sweeprail/sweeprail/internal/metrics"
+	"github.com/sweeprail/sweeprail/internal/pace"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/statement"
@@ -47,6 +48,9 @@ type Config struct {
 	// Throttle holds each batch back while a standby lags past its limits, never past the run's
 	// budget; nil (or one whose limits are off) never waits.
 	Throttle *replica.Throttle
+	// Pacer holds each batch to the WAL rate and the active sessions' limits, never past the
+	// run's budget; nil (or one whose limits are off) never reads or waits.
+	Pacer *pace.Pacer
 	// Now is the clock that measures budgets and durations; nil is time.Now.
 	Now func() time.Time
 	// Sleep pauses between batches until d passes or ctx is done; nil sleeps on a timer.
@@ -256,10 +260,9 @@ func (r *Runner) Run(ctx context.Context, name string, opts Options) (*wire.Resu
 			at: position{size: firstPositive(opts.BatchSize, p.BatchSize, r.cfg.Settings.BatchSize)},
 		}
 		perr := r.runPass(ctx, pr, res)
-		// The standbys' lag is the run's, not the pass's: the passes after a failed read would
-		// delete against the same standbys, so they do not start.
-		var lagErr *lagError
-		if errors.As(perr, &lagErr) {
+		// The standbys' lag and the server's load are the run's, not the pass's: the passes
+		// after a failed read, or the critical level, would delete against the same server.
+		if endsRun(res.Passes[len(res.Passes)-1].StopReason, perr) {
 			break
 		}
 		// An archive that lost a committed batch's rows halts the sweep: no later batch, of
@@ -295,6 +298,7 @@ func (r *Runner) runPass(ctx context.Context, pr *passRun, res *wire.Result) err
 	res.Archived += out.Archived
 	res.PartitionsDropped += out.PartitionsDropped
 	res.ThrottledMs += out.ThrottledMs
+	addThrottled(res, out)
 	res.BatchCount += out.BatchCount
 	if out.StopReason.Severity() > res.StopReason.Severity() {
 		res.StopReason = out.StopReason
