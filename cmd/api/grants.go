@@ -17,8 +17,8 @@ const grantsUsage = "usage: api grants [--role NAME] [file]  (no file: SWEEP_POL
 
 // grants runs `api grants [--role NAME] [file]`: it prints the least privileges the API's role
 // needs for the policy serve would load (or file): on sweeprail's own objects, on each swept and
-// guard table, on each per-row function, and pg_monitor when the replica-lag throttle is set. It
-// needs no database: run its output as the objects' owner.
+// guard table, on each per-row function, and pg_monitor when the replica-lag throttle or the
+// active sessions' limit is set. It needs no database: run its output as the objects' owner.
 func grants(args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("grants", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -53,8 +53,15 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 	}
 	writeUserMappings(stdout, pol.Specs, r)
 	writeDefiners(stdout, pol.Specs, *role)
-	if environ["MAX_REPLICA_LAG"] != "" || environ["MAX_REPLICA_LAG_BYTES"] != "" {
+	lag := environ["MAX_REPLICA_LAG"] != "" || environ["MAX_REPLICA_LAG_BYTES"] != ""
+	sessions := environ["MAX_ACTIVE_SESSIONS"] != "" || environ["MAX_ACTIVE_SESSIONS_CRITICAL"] != ""
+	if lag {
 		fmt.Fprintln(stdout, "-- MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: reading the standbys' lag on the primary.")
+	}
+	if sessions {
+		fmt.Fprintln(stdout, "-- MAX_ACTIVE_SESSIONS(_CRITICAL): reading the other sessions' state in pg_stat_activity.")
+	}
+	if lag || sessions {
 		fmt.Fprintf(stdout, "GRANT pg_monitor TO %s;\n", r)
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/sweeprail/sweeprail/internal/httpapi"
 	"github.com/sweeprail/sweeprail/internal/metrics"
 	"github.com/sweeprail/sweeprail/internal/nonce"
+	"github.com/sweeprail/sweeprail/internal/pace"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/replica"
 	"github.com/sweeprail/sweeprail/internal/signing"
@@ -177,9 +178,13 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 	if err := throttle.Check(ctx); err != nil {
 		return nil, nil, fmt.Errorf("MAX_REPLICA_LAG / MAX_REPLICA_LAG_BYTES: %w", err)
 	}
+	pacer, err := newPacer(ctx, cfg, pools.sweep, logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	runs := history.New(pools.sweep, time.Duration(cfg.RunHistoryRetention))
 	runner, err := sweep.NewRunner(sweep.Config{Pool: pools.sweep, Specs: specs, Names: proven.names, Settings: sweepSettings(cfg), Logger: logger,
-		Metrics: m, Tracing: tr, Throttle: throttle, History: runs, Proofs: proven.proofs})
+		Metrics: m, Tracing: tr, Throttle: throttle, Pacer: pacer, History: runs, Proofs: proven.proofs})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,6 +220,20 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 	// after the runs were told to stop.
 	srv.RegisterOnShutdown(cancelRuns)
 	return srv, replay, nil
+}
+
+// newPacer builds the pacer of MAX_WAL_RATE and MAX_ACTIVE_SESSIONS(_CRITICAL), refusing boot
+// when its reads would be blind: a standby as DATABASE_URL, a role that cannot see other
+// sessions' state, or no application_name to tell the rail's sessions from the others.
+func newPacer(ctx context.Context, cfg config.API, pool *pgxpool.Pool, logger *slog.Logger) (*pace.Pacer, error) {
+	pacer := pace.New(pace.Config{Limits: pace.Limits{WALRate: int64(cfg.MaxWALRate), MaxSessions: cfg.MaxActiveSessions,
+		CriticalSessions: cfg.MaxActiveSessionsCritical}, Logger: logger})
+	checkCtx, cancel := context.WithTimeout(ctx, cfg.BatchStatementTimeout)
+	defer cancel()
+	if err := pacer.Check(checkCtx, pool); err != nil {
+		return nil, fmt.Errorf("MAX_WAL_RATE / MAX_ACTIVE_SESSIONS: %w", err)
+	}
+	return pacer, nil
 }
 
 // listen opens the API's listener and the status page (STATUS_ADDR, off unless set: a listener
