@@ -55,6 +55,10 @@ func TestServeRefusesBadConfiguration(t *testing.T) {
 		{name: "retention below a pass's own floor", env: map[string]string{"SWEEP_RETENTION": "audit-log.compliance=1h"},
 			mention: []string{"SWEEP_RETENTION", `"audit-log"`, `"compliance"`, "retention 1h", "min_retention of 365d"}},
 		{name: "arguments", args: []string{"--port", "80"}, mention: []string{"unexpected arguments"}},
+		{name: "WAL rate in an ambiguous unit", env: map[string]string{"MAX_WAL_RATE": "16MB"}, mention: []string{"MAX_WAL_RATE=16MB", "MiB"}},
+		{name: "active sessions malformed", env: map[string]string{"MAX_ACTIVE_SESSIONS": "lots"}, mention: []string{"MAX_ACTIVE_SESSIONS=lots"}},
+		{name: "critical level under the waiting one", env: map[string]string{"MAX_ACTIVE_SESSIONS": "20", "MAX_ACTIVE_SESSIONS_CRITICAL": "10"},
+			mention: []string{"MAX_ACTIVE_SESSIONS_CRITICAL=10 must be > MAX_ACTIVE_SESSIONS=20"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +86,20 @@ func TestServeRefusesBadConfiguration(t *testing.T) {
 				t.Errorf("serve listened before refusing: %s", stdout.String())
 			}
 		})
+	}
+}
+
+// TestServeRefusesBlindPacer: with MAX_ACTIVE_SESSIONS set, a DATABASE_URL that names no
+// application_name refuses boot, since the rail's sessions could not be told from the others.
+func TestServeRefusesBlindPacer(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": dbtest.URL(t), "LISTEN_ADDR": "127.0.0.1:0", "MAX_ACTIVE_SESSIONS": "20"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	err := serve(ctx, nil, env, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "MAX_WAL_RATE / MAX_ACTIVE_SESSIONS") || !strings.Contains(err.Error(), "application_name=sweeprail") {
+		t.Fatalf("serve = %v, want a refusal naming MAX_ACTIVE_SESSIONS and the application_name to add", err)
 	}
 }
 
