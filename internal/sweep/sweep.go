@@ -9,6 +9,7 @@
 //	names.go           the statements of every pass, naming the tables the check resolved
 //	pass.go            one pass of one run: the batch loop, adaptive sizes, the replica throttle
 //	reproof.go         before a pass's first batch: its schema against its proof, re-proved
+//	pace.go            the waits on the WAL rate and the active sessions (package pace)
 //	batch.go           one batch: its form (a statement.Form), its arguments, its batchResult;
 //	                   no row locks first, retried once in the locking form on a held row
 //	batchtx.go         one batch's transaction, on the pass's connection, with its record
