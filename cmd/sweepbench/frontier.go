@@ -3,51 +3,59 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// The frontier run: on the dense notifications table, with the foreground around each
-// contestant, A, A′ and B as in the side-by-side run, and the rail end to end at several
-// settings, from its defaults to gentler ones, in the same rounds. Its report is the frontier:
-// each setting's rows/s against the foreground's p99 over idle, so an operator can read what a
-// gentler setting costs in throughput and what it buys the foreground. With -variant-env or
-// -variant-bin, C′ is a candidate measured beside them.
+// The frontier run: on the dense notifications table, each contestant (B, the rail at its
+// defaults, at 1 ms batches and under MAX_WAL_RATE of 8, 16 and 32 MiB/s) drains beside the
+// foreground for -window (30 s: 12,000 operations) or until nothing is left. Each p99 gets a
+// block-bootstrap 95% interval (frontier_stats.go); the server's WAL is sampled every 100 ms for
+// its one-second windows; frontier_report.go picks the gentle setting from them.
 
 // frontierSetting is one setting of the rail the frontier run measures: its key, the
-// environment it adds to the API's defaults, and what it is.
+// environment it adds to the API's defaults, what it is, and its WAL budget (0: none).
 type frontierSetting struct {
-	key  string
-	env  []string
-	what string
+	key    string
+	env    []string
+	what   string
+	budget int64
 }
+
+const mib = 1 << 20
 
 // frontierSettings are the rail's settings on the frontier, from the defaults to the gentlest.
-// gentleKey names the one docs/CRON.md recommends beside live traffic ("Gentle on live
-// traffic"), which the report holds to its target.
 var frontierSettings = []frontierSetting{
-	{"C", nil, "defaults"},
-	{"C·10", []string{"BATCH_TARGET=10ms"}, "10 ms batches"},
-	{"C·5", []string{"BATCH_TARGET=5ms", "BATCH_SIZE=200"}, "5 ms batches, from 200 rows"},
-	{"C·2", []string{"BATCH_TARGET=2ms", "BATCH_SIZE=100"}, "2 ms batches, from 100 rows"},
-	{"C·2s", []string{"BATCH_TARGET=2ms", "BATCH_SIZE=100", "BATCH_SYNC_COMMIT=true"}, "2 ms batches, from 100 rows, each flushing its own WAL"},
-	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows"},
-	{"C·1s", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100", "BATCH_SYNC_COMMIT=true"}, "1 ms batches, from 100 rows, each flushing its own WAL"},
+	{"C", nil, "defaults", 0},
+	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows", 0},
+	{"W32", []string{"MAX_WAL_RATE=32MiB"}, "at most 32 MiB/s of WAL", 32 * mib},
+	{"W16", []string{"MAX_WAL_RATE=16MiB"}, "at most 16 MiB/s of WAL", 16 * mib},
+	{"W8", []string{"MAX_WAL_RATE=8MiB"}, "at most 8 MiB/s of WAL", 8 * mib},
+	{"C·1 W16", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100", "MAX_WAL_RATE=16MiB"}, "1 ms batches, from 100 rows, at most 16 MiB/s of WAL", 16 * mib},
 }
 
-// gentleKey is the gentle setting, and its targets against B in the same rounds: a foreground
-// p99 over idle no worse than B's, at least gentleVsBatched times B's rows/s.
+// The frontier's targets: a setting's foreground p99 (its interval's upper end) within
+// gentleOverIdle × the idle p99, at gentleVsBatched × B's rows/s or more, in the same rounds.
 const (
-	gentleKey       = "C·1"
+	gentleOverIdle  = 1.3
 	gentleVsBatched = 5.0
+	// frontierWALEvery is how often the WAL position is sampled during a window.
+	frontierWALEvery = 100 * time.Millisecond
 )
 
-// frontierResult is the frontier run: rounds of every contestant, back to back.
+// frontierResult is the frontier run: rounds of every contestant, back to back, and the WAL
+// each wrote in every one-second window of its windows, by key.
 type frontierResult struct {
 	rows      int
 	eligible  int64
 	batchSize int
+	window    time.Duration
 	rounds    rounds
+	budgets   map[string]int64
+	walRates  map[string][]float64
 }
 
 func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
@@ -55,65 +63,145 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 	if err != nil {
 		return frontierResult{}, err
 	}
-	res := frontierResult{rows: b.s.rows, batchSize: defaults.BatchSize}
+	res := frontierResult{rows: b.s.rows, batchSize: defaults.BatchSize, window: b.s.window,
+		budgets: map[string]int64{}, walRates: map[string][]float64{}}
 	tpl, eligible, err := b.template(ctx, dense, b.s.rows)
 	if err != nil {
 		return res, err
 	}
 	res.eligible = eligible
-	contestants := baselines("f_", res.batchSize)
+	contestants := []contestant{{key: "B", db: "f_b", name: fmt.Sprintf("`id IN (… LIMIT %d)` loop, for %s at most", res.batchSize, fmtDuration(res.window)),
+		setup: windowedBatches(res.batchSize, res.window)}}
+	// One run of the rail, as long as the window: the budget ends it, or the backlog does.
+	windowEnv := []string{"SWEEP_DEADLINE=" + res.window.String()}
 	for i, s := range frontierSettings {
 		name := "the rail, " + s.what
-		if len(s.env) == 0 {
-			name += fmt.Sprintf(" (%s batches)", fmtDuration(defaults.BatchTarget))
-		} else {
+		if len(s.env) > 0 {
 			name += ": `" + strings.Join(s.env, " ") + "`"
 		}
+		res.budgets[s.key] = s.budget
 		contestants = append(contestants, contestant{key: s.key, db: fmt.Sprintf("f_c%d", i), name: name,
-			setup: b.railSetup(b.s.binDir, "notifications", s.env)})
+			setup: b.onceSetup(b.railSetup(b.s.binDir, "notifications", slices.Concat(windowEnv, s.env)))})
 	}
-	if v, ok := b.variant("f_variant", "notifications", nil); ok {
+	if v, ok := b.variant("f_variant", "notifications", windowEnv); ok {
+		v.setup = b.onceSetup(v.setup)
 		contestants = append(contestants, v)
 	}
-	res.rounds, err = b.foregroundRounds(ctx, "frontier", "frontier round", tpl, contestants, eligible)
-	return res, err
+	for n := 1; n <= b.s.rounds; n++ {
+		what := fmt.Sprintf("frontier round %d", n)
+		rd := round{n: n}
+		b.logf("%s: foreground alone for %s (the idle baseline)", what, res.window/2)
+		if rd.baseline, rd.baselineForeign, err = b.idleFor(ctx, tpl, res.window/2); err != nil {
+			return res, err
+		}
+		for _, c := range contestants {
+			o, err := b.contest(ctx, what, c, tpl, b.walProbe(res.walRates, c.key), -1)
+			if err != nil {
+				return res, err
+			}
+			rd.contestants = append(rd.contestants, o)
+		}
+		res.rounds = append(res.rounds, rd)
+	}
+	return res, b.drop(ctx, tpl)
 }
 
-func (b *bench) renderFrontier(r frontierResult) string {
-	var w strings.Builder
-	b.header(&w, "The foreground frontier: the rail's settings beside live traffic")
-	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible (%.1f%%). Foreground: %d workers × %.0f ops/s. %s.\n\n",
-		fmtCount(int64(r.rows)), fmtCount(r.eligible), 100*float64(r.eligible)/float64(r.rows),
-		fgWorkers, float64(time.Second)/float64(fgPeriod), roundsNote(r.rounds))
-	as := acrossAll(r.rounds.counted())
-	a2, bb := pick(as, "A′"), pick(as, "B")
-	fgVs := func(ref across) column {
-		return column{"fg p99 ÷ " + ref.key + "'s>", func(x across) string {
-			if len(ref.rounds) == 0 {
-				return ""
-			}
-			return fmt.Sprintf("%.2f", x.fgRatio()/ref.fgRatio())
-		}}
-	}
-	contestantTable(&w, as, []column{colKey, colName, colTime, colRate, colRatio("A′", a2), colRatio("B", bb), colBatches, colP50, colP99,
-		{"fg p99>", func(x across) string { return fmtDuration(percentile(x.fg(), 0.99)) }}, colFG, fgVs(bb), colWAL})
-	w.WriteString("Every round, in order (ratios within the round):\n\n")
-	roundList(&w, r.rounds, func(rd round, o outcome) string {
-		rb, _ := findKey(rd.contestants, "B")
-		idle := float64(percentile(rd.baseline, 0.99))
-		p := fmt.Sprintf("%s %s, fg p99 %.2f × idle", o.key, fmtDuration(o.elapsed), float64(percentile(o.fg, 0.99))/idle)
-		if o.key != "B" && rb.elapsed > 0 {
-			p += fmt.Sprintf(" (%.1f × B's rows/s)", o.rowsPerSec()/rb.rowsPerSec())
+// onceSetup makes a rail contestant stop after one sweepcron run, truncated or not: the window
+// is that run's budget.
+func (b *bench) onceSetup(setup setupFunc) setupFunc {
+	return func(ctx context.Context, dbURL string) (sweepFunc, func(), error) {
+		sweep, cleanup, err := setup(ctx, dbURL)
+		if err != nil {
+			return nil, nil, err
 		}
-		return p
-	})
-	if g := pick(as, gentleKey); len(g.rounds) > 0 && len(bb.rounds) > 0 {
-		vsB := g.ratio(bb)
-		table(&w, []string{"target: the gentle setting (" + gentleKey + ") against B in the same rounds", "measured>", ""}, [][]string{
-			{"foreground p99 ÷ idle ≤ B's", fmt.Sprintf("%.2f against %.2f", g.fgRatio(), bb.fgRatio()), verdict(g.fgRatio() <= bb.fgRatio())},
-			{fmt.Sprintf("rows/s ≥ %.0f × B's", gentleVsBatched), fmt.Sprintf("%.1f ×", vsB), verdict(vsB >= gentleVsBatched)},
-			{fmt.Sprintf("batch p99 ≤ %s", fmtDuration(targetP99Batch)), fmtDuration(percentile(g.batches(), 0.99)), verdict(percentile(g.batches(), 0.99) <= targetP99Batch)},
-		})
+		return func(ctx context.Context) (outcome, error) { return sweep(withOneRun(ctx)) }, cleanup, nil
 	}
-	return w.String()
+}
+
+// oneRunKey marks a context whose rail contestant stops after one sweepcron run.
+type oneRunKey struct{}
+
+func withOneRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oneRunKey{}, true)
+}
+
+// oneRun reports whether ctx asks sweepRail for one run only.
+func oneRun(ctx context.Context) bool { v, _ := ctx.Value(oneRunKey{}).(bool); return v }
+
+// idleFor runs the foreground alone for d on a fresh copy of tpl: the idle baseline.
+func (b *bench) idleFor(ctx context.Context, tpl string, d time.Duration) ([]time.Duration, float64, error) {
+	o, err := b.measure(ctx, contestant{db: "baseline", setup: func(context.Context, string) (sweepFunc, func(), error) {
+		return func(ctx context.Context) (outcome, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			return outcome{}, ctx.Err()
+		}, func() {}, nil
+	}}, tpl, probe{fg: true})
+	return o.fg, o.foreign, err
+}
+
+// windowedBatches is B, stopped after window if rows are left: the loop of other tools.
+func windowedBatches(size int, window time.Duration) setupFunc {
+	return sqlSetup(cutoffSQL, func(ctx context.Context, c *pgx.Conn, cutoff []any) (outcome, error) {
+		var o outcome
+		began := time.Now()
+		for time.Since(began) < window {
+			t0 := time.Now()
+			var n int64
+			err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+				tag, err := tx.Exec(ctx, orderedBatchSQL, cutoff[0], size)
+				n = tag.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return o, fmt.Errorf("batch %d: %w", len(o.batches)+1, err)
+			}
+			o.batches = append(o.batches, batch{size: size, rows: n, took: time.Since(t0)})
+			o.deleted += n
+			if n < int64(size) {
+				break
+			}
+		}
+		o.elapsed = time.Since(began)
+		return o, nil
+	})
+}
+
+// walProbe samples the server's WAL position every frontierWALEvery through a connection of
+// its own during the window, and adds the WAL of each one-second window to rates[key].
+func (b *bench) walProbe(rates map[string][]float64, key string) probe {
+	return probe{fg: true, watch: func(ctx context.Context) (func(*outcome) error, error) {
+		c, err := pgx.Connect(ctx, b.s.databaseURL)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan []int64)
+		go func() {
+			var pos []int64
+			tick := time.NewTicker(frontierWALEvery)
+			defer tick.Stop()
+			for {
+				var p int64
+				if err := c.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&p); err == nil {
+					pos = append(pos, p)
+				}
+				select {
+				case <-ctx.Done():
+					done <- pos
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		return func(*outcome) error {
+			cancel()
+			pos := <-done
+			c.Close(context.Background())
+			rates[key] = append(rates[key], secondWindows(pos, int(time.Second/frontierWALEvery))...)
+			return nil
+		}, nil
+	}}
 }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -44,6 +45,8 @@ type settings struct {
 	// roundsCap caps the rounds of the runs that add rounds for disturbed ones; 0 is
 	// maxRoundsFactor × rounds. Tests set 1: they check the runs work, not the numbers.
 	roundsCap int
+	// window is how long the frontier run lets each contestant drain beside the foreground.
+	window time.Duration
 }
 
 // runDef is one subcommand: what it measures, which flags it takes, and the run itself, which
@@ -53,9 +56,10 @@ type runDef struct {
 	name, summary string
 	// rows is the -rows default (0: the run takes no -rows); minRows its smallest value.
 	rows, minRows int
-	// rounds, sparse and variant say whether it takes -rounds, -sparse-rows and -variant-*.
-	rounds, sparse, variant bool
-	measure                 func(b *bench, ctx context.Context) (string, error)
+	// rounds, sparse, variant and window say whether it takes -rounds, -sparse-rows,
+	// -variant-* and -window.
+	rounds, sparse, variant, window bool
+	measure                         func(b *bench, ctx context.Context) (string, error)
 }
 
 // Below 10,000 rows a batch of 1000 is a tenth of the table: nothing left to measure.
@@ -69,8 +73,8 @@ func runDefs() []runDef {
 			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, measure: report((*bench).sideBySide, (*bench).renderSideBySide)},
 		{name: "paths", summary: "each access path on a dense, a sparse, a job-queue and a locked table",
 			rows: 1_000_000, minRows: minRows, rounds: true, sparse: true, variant: true, measure: report((*bench).pathsRun, (*bench).renderPaths)},
-		{name: "frontier", summary: "the rail at gentler settings beside A, A′ and B: rows/s against the foreground's p99",
-			rows: 1_000_000, minRows: minRows, rounds: true, variant: true, measure: report((*bench).frontierRun, (*bench).renderFrontier)},
+		{name: "frontier", summary: "the rail at gentler settings and WAL budgets beside B: rows/s against the foreground's p99",
+			rows: 2_000_000, minRows: minRows, rounds: true, variant: true, window: true, measure: report((*bench).frontierRun, (*bench).renderFrontier)},
 		{name: "crossover", summary: "the heap path against the index path over the eligible share",
 			rows: 1_000_000, minRows: minRows, rounds: true, measure: report((*bench).crossoverRun, (*bench).renderCrossover)},
 		{name: "unindexed", summary: "a pass no index serves, by heap ranges, against a monolithic DELETE (10% and 70% eligible)",
@@ -129,7 +133,7 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 		usage(stderr)
 		return settings{}, fmt.Errorf("unknown run %q", args[0])
 	}
-	s := settings{run: def.name, rounds: 3, sparseRows: 5_000_000}
+	s := settings{run: def.name, rounds: defaultRounds(def), sparseRows: 5_000_000, window: defaultWindow}
 	var dbDefault string
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
@@ -156,6 +160,9 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 		// 1% of it is eligible: below 100,000 rows that is under a batch or two.
 		fs.Var(intRange{&s.sparseRows, 100_000, maxRows}, "sparse-rows", "rows of the sparse table, 1% eligible")
 	}
+	if def.window {
+		fs.DurationVar(&s.window, "window", defaultWindow, "how long each contestant drains beside the foreground, at most (10s..110s)")
+	}
 	if def.variant {
 		fs.Var((*envList)(&s.variantEnv), "variant-env", `"KEY=VALUE …": adds C′, the rail with these API settings`)
 		fs.StringVar(&s.variantBin, "variant-bin", "", "a folder with another build of api: adds C′ running it")
@@ -170,8 +177,21 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 		return s, errors.New("-database-url (or DATABASE_URL) is required: the bench cluster's URL (make bench starts one)")
 	case s.out == "" || s.binDir == "":
 		return s, errors.New("-out and -bin must not be empty")
+	case def.window && (s.window < 10*time.Second || s.window > 110*time.Second):
+		return s, fmt.Errorf("-window %s: want 10s..110s (a p99 needs thousands of operations; the API's write timeout bounds a run)", s.window)
 	}
 	return s, nil
+}
+
+// defaultWindow is the frontier's -window: 12,000 foreground operations per contestant and round.
+const defaultWindow = 30 * time.Second
+
+// defaultRounds is def's -rounds default: 2 for the frontier, whose rounds are long.
+func defaultRounds(def runDef) int {
+	if def.window {
+		return 2
+	}
+	return 3
 }
 
 // intRange is an int flag refused outside lo..hi.
@@ -223,8 +243,11 @@ func (s settings) invocation() string {
 	if def.sparse && s.sparseRows != 5_000_000 {
 		parts = append(parts, "-sparse-rows "+strconv.Itoa(s.sparseRows))
 	}
-	if def.rounds && s.rounds != 3 {
+	if def.rounds && s.rounds != defaultRounds(def) {
 		parts = append(parts, "-rounds "+strconv.Itoa(s.rounds))
+	}
+	if def.window && s.window != defaultWindow {
+		parts = append(parts, "-window "+s.window.String())
 	}
 	if len(s.variantEnv) > 0 {
 		parts = append(parts, "-variant-env '"+strings.Join(s.variantEnv, " ")+"'")

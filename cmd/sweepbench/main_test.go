@@ -22,6 +22,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"side-by-side", "-variant-env", "BATCH_TARGET"}, []string{"-variant-env", `"BATCH_TARGET" is not KEY=VALUE`}},
 		{[]string{"scale", "-rounds", "2"}, []string{"flag provided but not defined: -rounds"}},
 		{[]string{"paths", "crossover"}, []string{`unexpected argument "crossover"`}},
+		{[]string{"frontier", "-window", "5s"}, []string{"-window 5s: want 10s..110s"}},
+		{[]string{"paths", "-window", "30s"}, []string{"flag provided but not defined: -window"}},
 	} {
 		var stderr bytes.Buffer
 		err := run(t.Context(), tt.args, env, &bytes.Buffer{}, &stderr)
