@@ -11,9 +11,9 @@
 // bucket (bucket.go) whose burst is an eighth of a second of budget, and batches are sized so
 // that one writes at most that much: any one-second window then holds at most 1.25 × the budget.
 //
-// Sessions are client backends of the same database whose state is not idle, leaving out the
-// reading session and the rail's own: those of the same role and application_name, which is why
-// MAX_ACTIVE_SESSIONS needs DATABASE_URL to name an application_name.
+// Sessions are client backends of the same database running a statement (not idle, nor idle in
+// a transaction), leaving out the reading session and the rail's own: those of the same role
+// and application_name, which is why MAX_ACTIVE_SESSIONS needs DATABASE_URL to name one.
 package pace
 
 import (

@@ -128,7 +128,7 @@ func TestActiveSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 3 {
-		t.Fatalf("ActiveSessions = %d, want the application's 3 busy sessions, not the rail's own or the idle one", n)
+		t.Fatalf("ActiveSessions = %d, want the application's 3 busy sessions, not the rail's own nor the idle ones", n)
 	}
 }
 

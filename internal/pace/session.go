@@ -7,9 +7,9 @@ import (
 )
 
 // sessionsSQL counts the other active sessions of the database: client backends (not
-// autovacuum, which the rail's own deletes wake, nor walsenders) whose state is not idle, idle in
-// a transaction included, leaving out the reading session and every session of the rail's own
-// role and application_name. A NULL state is a session the role may not see into.
+// autovacuum, which the rail's own deletes wake, nor walsenders) running a statement, not idle
+// nor idle in a transaction (which holds locks but no core), leaving out the reading session and
+// every session of the rail's own role and application_name. A NULL state is hidden from the role.
 const sessionsSQL = `
 SELECT count(*) FILTER (WHERE state NOT LIKE 'idle%'), count(*) FILTER (WHERE state IS NULL)
   FROM pg_stat_activity
