@@ -93,12 +93,12 @@ func frontierTable(w *strings.Builder, rows []frontierRow) {
 		"CI top ÷ idle p99>", "WAL budget>", "WAL 1-s p95>", "WAL mean>", "throttled>"}, out)
 }
 
-// frontierVerdict picks the gentle setting, the fastest that meets both targets, and writes the
-// targets against it.
+// frontierVerdict picks the gentle setting, the fastest of the rail's settings (not B, not a
+// candidate C′) that meets both targets, and writes the targets against it.
 func frontierVerdict(w *strings.Builder, rows []frontierRow) {
 	var best *frontierRow
 	for i, r := range rows {
-		if r.a.key != "B" && r.gentle() && (best == nil || r.a.med(outcome.rowsPerSec) > best.a.med(outcome.rowsPerSec)) {
+		if isFrontierSetting(r.a.key) && r.gentle() && (best == nil || r.a.med(outcome.rowsPerSec) > best.a.med(outcome.rowsPerSec)) {
 			best = &rows[i]
 		}
 	}
@@ -113,6 +113,16 @@ func frontierVerdict(w *strings.Builder, rows []frontierRow) {
 		{fmt.Sprintf("batch p99 ≤ %s", fmtDuration(targetP99Batch)), fmtDuration(percentile(best.a.batches(), 0.99)),
 			verdict(percentile(best.a.batches(), 0.99) <= targetP99Batch)},
 	})
+}
+
+// isFrontierSetting reports whether key is one of frontierSettings.
+func isFrontierSetting(key string) bool {
+	for _, s := range frontierSettings {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // loadAverage is the machine's 1, 5 and 15 minute load averages, as uptime shows them.
