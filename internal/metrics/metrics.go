@@ -125,6 +125,13 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 			return nil, err
 		}
 	}
+	m.zero(labels)
+	return m, nil
+}
+
+// zero exports every label combination of labels at zero, so an alert on increase() sees the
+// first event.
+func (m *Metrics) zero(labels Labels) {
 	for _, s := range labels.Sweeps {
 		for _, p := range s.Passes {
 			for _, t := range s.Tables[p] {
@@ -158,7 +165,6 @@ func New(reg prometheus.Registerer, labels Labels) (*Metrics, error) {
 	for _, r := range labels.AuthReasons {
 		m.authFailures.WithLabelValues(r)
 	}
-	return m, nil
 }
 
 // RowsDeleted adds n to the rows a pass deleted from table.
