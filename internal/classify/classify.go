@@ -41,7 +41,7 @@ const (
 	// OK is a completed run that left no backlog, or a dry run.
 	OK Category = "ok"
 	// Truncated is a completed run that left a backlog the next tick continues (budget,
-	// batch-cap or shutdown).
+	// batch-cap, critical-load or shutdown).
 	Truncated Category = "truncated"
 	// Skipped is a run that found another run holding the sweep's lease.
 	Skipped Category = "skipped"
