@@ -78,11 +78,11 @@ func TestRunJSONKeepsTheAnswer(t *testing.T) {
 		Processed: 7, ReferenceTime: &at, Truncated: true, StopReason: wire.StopLeaseHeld,
 		Passes: []wire.PassResult{{Pass: "p", Deleted: 30, Processed: 7, Cutoff: at, CutoffEpoch: &epoch, AgeUnit: "seconds", DurationMs: 40,
 			Archived: 3, Recovered: 1, BatchCount: 5, StopReason: wire.StopLeaseHeld, PartitionsDropped: 2, ThrottledMs: 9,
-			Children: []wire.ChildRows{{Table: "c", Column: "p_id", Rows: 4}}, Cascades: []wire.CascadeRows{{Table: "k", Deleted: 5, Updated: 6}},
+			ThrottledBy: map[string]int64{"wal-rate": 9}, Children: []wire.ChildRows{{Table: "c", Column: "p_id", Rows: 4}}, Cascades: []wire.CascadeRows{{Table: "k", Deleted: 5, Updated: 6}},
 			Path: "index", LockRetries: 1, Lag: &wire.Lag{Seconds: &lag, MeasuredAt: at, Source: "read", Error: "e"},
 			LostCommit:    &wire.LostCommit{Batch: 2, Rows: 3, Outcome: wire.BatchCommitted},
 			SchemaChanged: &wire.SchemaChange{Changed: []string{"added: key"}, Refusal: "r"}}},
-		Error: &wire.ErrorInfo{Code: "x", Message: "m", Pass: "p"}, PartitionsDropped: 2, ThrottledMs: 9,
+		Error: &wire.ErrorInfo{Code: "x", Message: "m", Pass: "p"}, PartitionsDropped: 2, ThrottledMs: 9, ThrottledBy: map[string]int64{"wal-rate": 9},
 		HistoryError: &wire.ErrorInfo{Code: "y", Message: "n", Pass: "p"}, TookOverLease: "owner"}
 	eligible := int64(30)
 	dry := wire.DryRunResult{Sweep: "s", DryRun: true, ReferenceTime: at, Counted: wire.DryRunCounted,
