@@ -130,13 +130,13 @@ func describePasses(passes []policy.Pass) string {
 			b.WriteString(" where " + strings.Join(strings.Fields(c.Where), " "))
 		}
 		for _, g := range c.Guards {
-			fmt.Fprintf(&b, ", kept while %s.%s references its %s", g.Table, g.Column, g.References)
+			fmt.Fprintf(&b, ", kept while %s.%s references its %s", g.Table, keyText(g.Columns), keyText(g.ReferencesColumns))
 			if g.Where != "" {
 				b.WriteString(" where " + strings.Join(strings.Fields(g.Where), " "))
 			}
 		}
 		for _, ch := range c.DeleteWith {
-			fmt.Fprintf(&b, ", deleting the %s rows whose %s holds its %s", ch.Table, ch.Column, ch.References)
+			fmt.Fprintf(&b, ", deleting the %s rows whose %s holds its %s", ch.Table, keyText(ch.Columns), keyText(ch.ReferencesColumns))
 		}
 		fmt.Fprintf(&b, ", %s", c.Mode)
 		if c.Function != "" {
@@ -164,4 +164,12 @@ func describePasses(passes []policy.Pass) string {
 		parts[i] = b.String()
 	}
 	return strings.Join(parts, "; ")
+}
+
+// keyText writes a guard's or child's columns: the column alone, or (a, b) for a key of several.
+func keyText(columns []string) string {
+	if len(columns) == 1 {
+		return columns[0]
+	}
+	return "(" + strings.Join(columns, ", ") + ")"
 }

@@ -88,6 +88,43 @@ func TestPolicySQL(t *testing.T) {
 		prepareAll(t, conn, out.String())
 	})
 
+	t.Run("keys of two columns", func(t *testing.T) {
+		if _, err := conn.Exec(ctx, `CREATE TABLE remote_media (media_origin text, media_id text, created_at timestamptz NOT NULL, PRIMARY KEY (media_origin, media_id));
+			CREATE INDEX ON remote_media (created_at);
+			CREATE TABLE remote_thumbs (media_origin text NOT NULL, media_id text NOT NULL);
+			CREATE INDEX ON remote_thumbs (media_origin, media_id);
+			CREATE TABLE remote_pins (origin text, media text);
+			CREATE INDEX ON remote_pins (origin, media)`); err != nil {
+			t.Fatal(err)
+		}
+		file := writePolicy(t, `sweeps:
+  - name: media
+    passes:
+      - name: remote
+        table: remote_media
+        age_column: created_at
+        retention: 30d
+        keep_while_referenced_by:
+          - {table: remote_pins, column: [origin, media], references: [media_origin, media_id]}
+        delete_with:
+          - {table: remote_thumbs, column: [media_origin, media_id], references: [media_origin, media_id]}
+`)
+		var out, errOut bytes.Buffer
+		if err := run(ctx, []string{"api", "policy", "sql", file}, env, &out, &errOut); err != nil {
+			t.Fatalf("policy sql: %v\n%s", err, errOut.String())
+		}
+		for _, want := range []string{
+			`NOT EXISTS (SELECT 1 FROM "remote_pins" AS g WHERE (g."origin", g."media") = (t."media_origin", t."media_id"))`,
+			`DELETE FROM "remote_thumbs" AS c WHERE EXISTS (SELECT 1 FROM deleted AS d WHERE (c."media_origin", c."media_id") = (d.r0_0, d.r0_1))`,
+			`(SELECT count(*) FROM "remote_thumbs" AS c WHERE (c."media_origin", c."media_id") IN (SELECT r0_0, r0_1 FROM p))`,
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+		prepareAll(t, conn, out.String())
+	})
+
 	t.Run("without a database", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		err := run(ctx, []string{"api", "policy", "sql"}, map[string]string{}, &out, &errOut)

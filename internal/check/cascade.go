@@ -54,9 +54,9 @@ func (c *checker) cascades(ctx context.Context, sweep string, p policy.Pass) (fi
 		}
 		list := strings.Join(append(slices.Clone(p.Cascades), tables...), ", ")
 		out := fmt.Sprintf("say that they go too with cascades: [%s]", list)
-		if first := chain[0]; first.ParentOID == g.Root && len(first.Columns) == 1 {
+		if first := chain[0]; first.ParentOID == g.Root {
 			out = fmt.Sprintf("keep the rows of %q that %s references with keep_while_referenced_by: [{table: %s, column: %s, references: %s}], or %s",
-				p.Table, first.Table, first.Table, first.Columns[0], first.Refs[0], out)
+				p.Table, first.Table, first.Table, yamlList(first.Columns), yamlList(first.Refs), out)
 		}
 		verb := "deletes rows of"
 		if !e.Deletes() {

@@ -163,7 +163,7 @@ var refusalCases = []refusalCase{
 	},
 	{name: "a key of two columns", yaml: pass("pairs", "at"),
 		want: []string{
-			"p.yaml:4: pass \"p\" of sweep \"s\": table \"pairs\" is referenced by foreign key pair_refs_a_b_fkey (pair_refs (a, b) → a, b, ON DELETE NO ACTION): deleting a row it references fails the batch with SQLSTATE 23503, at every tick; a key of several columns cannot be covered by a keep guard or delete_with: make it ON DELETE CASCADE, or delete through a per-row function",
+			"p.yaml:4: pass \"p\" of sweep \"s\": table \"pairs\" is referenced by foreign key pair_refs_a_b_fkey (pair_refs (a, b) → a, b, ON DELETE NO ACTION): deleting a row it references fails the batch with SQLSTATE 23503, at every tick; keep such rows with keep_while_referenced_by: [{table: pair_refs, column: [a, b], references: [a, b]}], or delete the referencing rows in the same statement with delete_with: [{table: pair_refs, column: [a, b], references: [a, b]}]",
 		},
 	},
 	{name: "a grandchild's key", yaml: pass("batches", "closed_at", "delete_with:", "  - {table: batch_items, column: batch_id}"),

@@ -61,33 +61,41 @@ func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass) (fin
 		}
 	}
 	for i, g := range p.Guards {
-		field := fmt.Sprintf("guard.%d", i)
-		gt, err := c.table(ctx, g.Table)
+		f, err := c.pairColumns(ctx, sweep, p, tbl, fmt.Sprintf("guard.%d", i), "keep guard", g.Table, g.Columns, g.References)
 		if err != nil {
 			return findings{}, err
 		}
-		if gt.problem != "" {
-			found.refuse(c.problem(sweep, p.Name, field+".table", "keep guard table %q %s", g.Table, gt.problem))
-		} else if _, ok := gt.column(g.Column); !ok {
-			found.refuse(c.problem(sweep, p.Name, field+".column", "keep guard column %q does not exist in table %q (columns: %s)", g.Column, g.Table, gt.columnList()))
-		}
-		if _, ok := tbl.column(g.References); !ok {
-			found.refuse(c.problem(sweep, p.Name, field+".references", "keep guard references column %q, which does not exist in table %q (columns: %s)", g.References, p.Table, tbl.columnList()))
-		}
+		found.add(f)
 	}
 	for i, ch := range p.DeleteWith {
-		field := fmt.Sprintf("delete_with.%d", i)
-		ct, err := c.table(ctx, ch.Table)
+		f, err := c.pairColumns(ctx, sweep, p, tbl, fmt.Sprintf("delete_with.%d", i), "delete_with", ch.Table, ch.Columns, ch.References)
 		if err != nil {
 			return findings{}, err
 		}
-		if ct.problem != "" {
-			found.refuse(c.problem(sweep, p.Name, field+".table", "delete_with table %q %s", ch.Table, ct.problem))
-		} else if _, ok := ct.column(ch.Column); !ok {
-			found.refuse(c.problem(sweep, p.Name, field+".column", "delete_with column %q does not exist in table %q (columns: %s)", ch.Column, ch.Table, ct.columnList()))
+		found.add(f)
+	}
+	return found, nil
+}
+
+// pairColumns checks that the table of a keep guard or delete_with entry (what, at field) and
+// its columns exist, and that the swept table tbl has the columns they reference.
+func (c *checker) pairColumns(ctx context.Context, sweep string, p policy.Pass, tbl *tableInfo, field, what, table string, columns, refs []string) (findings, error) {
+	var found findings
+	other, err := c.table(ctx, table)
+	if err != nil {
+		return findings{}, err
+	}
+	if other.problem != "" {
+		found.refuse(c.problem(sweep, p.Name, field+".table", "%s table %q %s", what, table, other.problem))
+		return found, nil
+	}
+	refs = policy.Refs(refs)
+	for i, col := range columns {
+		if _, ok := other.column(col); !ok {
+			found.refuse(c.problem(sweep, p.Name, field+".column", "%s column %q does not exist in table %q (columns: %s)", what, col, table, other.columnList()))
 		}
-		if _, ok := tbl.column(ch.References); !ok {
-			found.refuse(c.problem(sweep, p.Name, field+".references", "delete_with references column %q, which does not exist in table %q (columns: %s)", ch.References, p.Table, tbl.columnList()))
+		if _, ok := tbl.column(refs[i]); !ok {
+			found.refuse(c.problem(sweep, p.Name, field+".references", "%s references column %q, which does not exist in table %q (columns: %s)", what, refs[i], p.Table, tbl.columnList()))
 		}
 	}
 	return found, nil

@@ -7,7 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sweeprail/sweeprail/internal/explain"
@@ -23,14 +22,14 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 	table := statement.QuoteName(p.Table)
 	for i, g := range p.Guards {
 		// The guard alone, then its where: a failure of the where points into it.
-		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, statement.Guard(policy.Guard{Table: g.Table, Column: g.Column, References: g.References}, c.ageKind(p)))
+		q := fmt.Sprintf("SELECT 1 FROM %s AS t WHERE %s", table, statement.Guard(policy.Guard{Table: g.Table, Columns: g.Columns, References: g.References}, c.ageKind(p)))
 		pgErr, err := c.plans(ctx, q)
 		switch {
 		case err != nil:
 			return findings{}, err
 		case pgErr != nil:
-			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("guard.%d", i), "keep guard %s.%s = %s.%s does not compile: %s",
-				g.Table, g.Column, p.Table, g.References, describePgError(pgErr, "", 0)))
+			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("guard.%d", i), "keep guard %s does not compile: %s",
+				pairText(g.Table, g.Columns, p.Table, g.References), describePgError(pgErr, "", 0)))
 			continue
 		case g.Where == "":
 			continue
@@ -47,15 +46,15 @@ func (c *checker) compile(ctx context.Context, sweep string, p policy.Pass, cuto
 		found.add(f)
 	}
 	for i, ch := range p.DeleteWith {
-		q := fmt.Sprintf("SELECT 1 FROM %s AS c WHERE c.%s IN (SELECT t.%s FROM %s AS t)",
-			statement.QuoteName(ch.Table), pgx.Identifier{ch.Column}.Sanitize(), pgx.Identifier{ch.References}.Sanitize(), table)
+		q := fmt.Sprintf("SELECT 1 FROM %s AS c WHERE (%s) IN (SELECT %s FROM %s AS t)",
+			statement.QuoteName(ch.Table), statement.ColumnList("c", ch.Columns), statement.ColumnList("t", policy.Refs(ch.References)), table)
 		pgErr, err := c.plans(ctx, q)
 		if err != nil {
 			return findings{}, err
 		}
 		if pgErr != nil {
-			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("delete_with.%d", i), "delete_with %s.%s = %s.%s does not compile: %s",
-				ch.Table, ch.Column, p.Table, ch.References, describePgError(pgErr, "", 0)))
+			found.refuse(c.problem(sweep, p.Name, fmt.Sprintf("delete_with.%d", i), "delete_with %s does not compile: %s",
+				pairText(ch.Table, ch.Columns, p.Table, ch.References), describePgError(pgErr, "", 0)))
 		}
 	}
 	if p.Where != "" {
@@ -151,4 +150,10 @@ func (c *checker) volatility(ctx context.Context, sweep string, p policy.Pass, f
 			what, strings.Join(calls, ", ")))
 	}
 	return found, nil
+}
+
+// pairText writes the reference of a keep guard or delete_with entry as messages name it:
+// child.col = swept.ref, or child.(a, b) = swept.(x, y) for a key of several columns.
+func pairText(table string, columns []string, swept string, refs []string) string {
+	return fmt.Sprintf("%s.%s = %s.%s", table, policy.ColumnText(columns), swept, policy.ColumnText(policy.Refs(refs)))
 }

@@ -9,10 +9,10 @@ import (
 )
 
 // deleteWith refuses a delete_with entry that no foreign key proves: a child referencing the
-// swept table on exactly its pair, or a parent the swept row references one-to-one (a unique
-// index on the swept column), as an ORM's dependent destroy on a belongs-to; many-to-one would
-// delete a parent other rows still reference. The swept table and sweeprail's and the system's
-// schemas are refused outright.
+// swept table on exactly its pairs (in any order), or a parent the swept row references
+// one-to-one (a unique index on the swept columns); many-to-one would delete a parent other rows
+// still reference. The swept table and sweeprail's and the system's schemas are refused
+// outright.
 func (c *checker) deleteWith(ctx context.Context, sweep string, p policy.Pass) (findings, error) {
 	var found findings
 	tbl, err := c.table(ctx, p.Table)
@@ -25,40 +25,74 @@ func (c *checker) deleteWith(ctx context.Context, sweep string, p policy.Pass) (
 		if err != nil {
 			return findings{}, err
 		}
-		var schema string
-		var child, parent, unique bool
-		err = c.pool.QueryRow(ctx, `
-WITH k AS (SELECT (SELECT attnum FROM pg_attribute WHERE attrelid = $1 AND attname = $3) AS c,
-                  (SELECT attnum FROM pg_attribute WHERE attrelid = $2 AND attname = $4) AS r)
-SELECT (SELECT n.nspname FROM pg_class cl JOIN pg_namespace n ON n.oid = cl.relnamespace WHERE cl.oid = $1),
-       EXISTS (SELECT 1 FROM pg_constraint con, k WHERE con.contype = 'f' AND con.conrelid = $1 AND con.confrelid = $2
-               AND con.conkey = ARRAY[k.c] AND con.confkey = ARRAY[k.r]),
-       EXISTS (SELECT 1 FROM pg_constraint con, k WHERE con.contype = 'f' AND con.conrelid = $2 AND con.confrelid = $1
-               AND con.conkey = ARRAY[k.r] AND con.confkey = ARRAY[k.c]),
-       EXISTS (SELECT 1 FROM pg_index i, k WHERE i.indrelid = $2 AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
-               AND i.indnkeyatts = 1 AND i.indkey[0] = k.r)`,
-			ct.oid, tbl.oid, ch.Column, ch.References).Scan(&schema, &child, &parent, &unique)
+		k, err := c.relation(ctx, ct.oid, tbl.oid, ch.Columns, policy.Refs(ch.References))
 		if err != nil {
 			return findings{}, fmt.Errorf("read the keys between %q and %q: %w", p.Table, ch.Table, err)
 		}
-		entry := fmt.Sprintf("delete_with %s.%s = %s.%s", ch.Table, ch.Column, p.Table, ch.References)
+		entry := "delete_with " + pairText(ch.Table, ch.Columns, p.Table, ch.References)
+		refs, refsText, colsText := strings.Join(policy.Refs(ch.References), ", "), policy.ColumnText(policy.Refs(ch.References)), policy.ColumnText(ch.Columns)
 		switch {
 		case ct.oid == tbl.oid:
 			found.refuse(c.problem(sweep, p.Name, field, "%s names the swept table itself: its rows are the pass's to choose, by its where and age; remove the entry", entry))
-		case schema == ownSchema:
+		case k.schema == ownSchema:
 			found.refuse(c.problem(sweep, p.Name, field, "%s names a table of schema %s, sweeprail's own (its leases, run history and replay store): remove the entry", entry, ownSchema))
-		case schema == "pg_catalog" || schema == "information_schema" || strings.HasPrefix(schema, "pg_"):
-			found.refuse(c.problem(sweep, p.Name, field, "%s names a table of system schema %s: remove the entry", entry, schema))
-		case child:
-		case parent && unique:
+		case k.schema == "pg_catalog" || k.schema == "information_schema" || strings.HasPrefix(k.schema, "pg_"):
+			found.refuse(c.problem(sweep, p.Name, field, "%s names a table of system schema %s: remove the entry", entry, k.schema))
+		case k.child:
+		case k.parent && k.unique:
 			// One-to-one: the parent goes with the only row that references it.
-		case parent:
+		case k.parent:
 			found.refuse(c.problem(sweep, p.Name, field, "%s goes the other way: %s.%s references %s.%s, which makes %s the parent, and nothing makes %s.%s unique, so other rows of %q may reference the same parent, and deleting it with one of them deletes what the others still reference (and, through its keys, more); a parent goes with its row only one-to-one (a unique index on %s.%s); remove the entry, and sweep %q in a pass of its own, guarded by keep_while_referenced_by: [{table: %s, column: %s, references: %s}]",
-				entry, p.Table, ch.References, ch.Table, ch.Column, ch.Table, p.Table, ch.References, p.Table, p.Table, ch.References, ch.Table, p.Table, ch.References, ch.Column))
+				entry, p.Table, refsText, ch.Table, colsText, ch.Table, p.Table, refsText, p.Table, p.Table, refsText, ch.Table, p.Table, yamlList(policy.Refs(ch.References)), yamlList(ch.Columns)))
 		default:
 			found.refuse(c.problem(sweep, p.Name, field, "%s is no child of %q: no foreign key of %s (%s) references %s (%s), nor the other way, so nothing says its rows belong to the deleted ones; add the foreign key, or remove the entry",
-				entry, p.Table, ch.Table, ch.Column, p.Table, ch.References))
+				entry, p.Table, ch.Table, strings.Join(ch.Columns, ", "), p.Table, refs))
 		}
 	}
 	return found, nil
+}
+
+// relation is what the catalog says of the pairs of a delete_with entry between table other (its
+// columns) and the swept table (refs).
+type relation struct {
+	// schema is other's.
+	schema string
+	// child: a foreign key of other references the swept table on exactly these pairs; parent:
+	// one of the swept table references other on them.
+	child, parent bool
+	// unique: a valid unique index without a where (the primary key among them) on the swept
+	// table covers refs, or some of them.
+	unique bool
+}
+
+// relation reads the relation between table other's columns and the swept table's refs
+// (pairwise), a foreign key's pairs matching in any order.
+func (c *checker) relation(ctx context.Context, other, swept uint32, columns, refs []string) (relation, error) {
+	var k relation
+	err := c.pool.QueryRow(ctx, `
+WITH w AS (SELECT a.attnum AS c, b.attnum AS r
+           FROM unnest($3::text[], $4::text[]) AS n(c, r)
+           JOIN pg_attribute a ON a.attrelid = $1 AND a.attname = n.c
+           JOIN pg_attribute b ON b.attrelid = $2 AND b.attname = n.r),
+     n AS (SELECT cardinality($3::text[]) AS n)
+SELECT (SELECT ns.nspname FROM pg_class cl JOIN pg_namespace ns ON ns.oid = cl.relnamespace WHERE cl.oid = $1),
+       EXISTS (SELECT 1 FROM pg_constraint con, n WHERE con.contype = 'f' AND con.conrelid = $1 AND con.confrelid = $2
+               AND cardinality(con.conkey) = n.n
+               AND (SELECT count(*) FROM unnest(con.conkey, con.confkey) AS k(c, r) JOIN w USING (c, r)) = n.n),
+       EXISTS (SELECT 1 FROM pg_constraint con, n WHERE con.contype = 'f' AND con.conrelid = $2 AND con.confrelid = $1
+               AND cardinality(con.conkey) = n.n
+               AND (SELECT count(*) FROM unnest(con.confkey, con.conkey) AS k(c, r) JOIN w USING (c, r)) = n.n),
+       EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $2 AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
+               AND NOT EXISTS (SELECT 1 FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS x(a, o)
+                               WHERE x.o <= i.indnkeyatts AND x.a NOT IN (SELECT r FROM w)))`,
+		other, swept, columns, refs).Scan(&k.schema, &k.child, &k.parent, &k.unique)
+	return k, err
+}
+
+// yamlList writes names as a policy writes them: the name alone, or [a, b] for several.
+func yamlList(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return "[" + strings.Join(names, ", ") + "]"
 }

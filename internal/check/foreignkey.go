@@ -86,12 +86,7 @@ func (c *checker) foreignKeys(ctx context.Context, sweep string, p policy.Pass) 
 		if cov.covered {
 			continue
 		}
-		if len(fk.columns) != 1 {
-			found.refuse(c.problem(sweep, p.Name, "", "table %q is referenced by %s: deleting a row it references fails the batch with SQLSTATE 23503, at every tick; a key of several columns cannot be covered by a keep guard or delete_with: make it ON DELETE CASCADE, or delete through a per-row function",
-				p.Table, fk))
-			continue
-		}
-		entry := fmt.Sprintf("{table: %s, column: %s, references: %s}", fk.table, fk.columns[0], fk.refs[0])
+		entry := fmt.Sprintf("{table: %s, column: %s, references: %s}", fk.table, yamlList(fk.columns), yamlList(fk.refs))
 		msg := fmt.Sprintf("table %q is referenced by %s: deleting a row it references fails the batch with SQLSTATE 23503, at every tick; keep such rows with keep_while_referenced_by: [%s], or delete the referencing rows in the same statement with delete_with: [%s]",
 			p.Table, fk, entry, entry)
 		msg += cov.miss
@@ -117,33 +112,29 @@ type keyCoverage struct {
 	miss string
 }
 
-// coverage reads how p's guards and children cover fk. A guard or child covers a key of one
-// column when it names the key's own pair: the referencing table and column, and the swept
-// table's column the key points at; the same column compared with another parent column would
-// keep or delete by the wrong key, and is named as a near miss.
+// coverage reads how p's guards and children cover fk. A guard or child covers a key when it
+// names exactly the key's pairs, in any order: the referencing table and columns, and the swept
+// table's columns the key points at; the same columns compared with other parent columns would
+// keep or delete by the wrong key, and are named as a near miss.
 func (c *checker) coverage(ctx context.Context, p policy.Pass, fk foreignKey) (keyCoverage, error) {
 	var cov keyCoverage
-	onKey := func(table, column string) (bool, error) {
-		if len(fk.columns) != 1 || column != fk.columns[0] {
+	look := func(what string, i int, table string, columns, references []string) (bool, error) {
+		if !sameSet(columns, fk.columns) {
 			return false, nil
 		}
 		t, err := c.table(ctx, table)
-		return err == nil && t.oid == fk.oid, err
-	}
-	look := func(what string, i int, table, column, references string) (bool, error) {
-		ok, err := onKey(table, column)
-		switch {
-		case err != nil || !ok:
+		switch refs := policy.Refs(references); {
+		case err != nil || t.oid != fk.oid:
 			return false, err
-		case references == fk.refs[0]:
+		case samePairs(columns, refs, fk.columns, fk.refs):
 			return true, nil
 		case cov.miss == "":
-			cov.miss = fmt.Sprintf(" (%s %d references %s, but the key points at %s)", what, i+1, references, fk.refs[0])
+			cov.miss = fmt.Sprintf(" (%s %d references %s, but the key points at %s)", what, i+1, strings.Join(inKeyOrder(columns, refs, fk.columns), ", "), strings.Join(fk.refs, ", "))
 		}
 		return false, nil
 	}
 	for i, g := range p.Guards {
-		ok, err := look("keep guard", i, g.Table, g.Column, g.References)
+		ok, err := look("keep guard", i, g.Table, g.Columns, g.References)
 		switch {
 		case err != nil:
 			return cov, err
@@ -154,13 +145,50 @@ func (c *checker) coverage(ctx context.Context, p policy.Pass, fk foreignKey) (k
 		}
 	}
 	for i, ch := range p.DeleteWith {
-		ok, err := look("delete_with", i, ch.Table, ch.Column, ch.References)
+		ok, err := look("delete_with", i, ch.Table, ch.Columns, ch.References)
 		if err != nil {
 			return cov, err
 		}
 		cov.covered = cov.covered || ok
 	}
 	return cov, nil
+}
+
+// sameSet reports whether a and b hold the same names, in any order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, n := range a {
+		if !slices.Contains(b, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// samePairs reports whether columns pair with refs as keyColumns with keyRefs, in any order.
+func samePairs(columns, refs, keyColumns, keyRefs []string) bool {
+	if !sameSet(columns, keyColumns) || len(refs) != len(columns) {
+		return false
+	}
+	for i, col := range columns {
+		if keyRefs[slices.Index(keyColumns, col)] != refs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// inKeyOrder returns refs, which columns hold, in the order of keyColumns (the same set).
+func inKeyOrder(columns, refs, keyColumns []string) []string {
+	out := make([]string, len(keyColumns))
+	for i, col := range keyColumns {
+		if j := slices.Index(columns, col); j >= 0 && j < len(refs) {
+			out[i] = refs[j]
+		}
+	}
+	return out
 }
 
 // childKeys refuses each key onto a delete_with child from a table the statement does not

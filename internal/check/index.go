@@ -80,7 +80,7 @@ func (c *checker) lookups(ctx context.Context, p policy.Pass, cutoff time.Time) 
 		// The plan cannot tell a lookup from a full read of a composite index whose second column
 		// is the guard's (an Index Cond either way), so an index that leads with the guard column
 		// is looked for in the catalog first.
-		ok, err := c.leadingIndex(ctx, g.Table, g.Column)
+		ok, err := c.leadingIndex(ctx, g.Table, g.Columns)
 		if err != nil {
 			return nil, err
 		}
@@ -95,30 +95,30 @@ func (c *checker) lookups(ctx context.Context, p policy.Pass, cutoff time.Time) 
 		if ok {
 			continue
 		}
-		fix, err := c.indexFor(ctx, g.Table, g.Column, g.Where, "g")
+		fix, err := c.indexOn(ctx, g.Table, g.Columns, g.Where, "g")
 		if err != nil {
 			return nil, err
 		}
-		what := fmt.Sprintf("no index serves the keep guard on %s.%s, so every batch would read all of table %q", g.Table, g.Column, g.Table)
+		what := fmt.Sprintf("no index serves the keep guard on %s.%s, so every batch would read all of table %q", g.Table, policy.ColumnText(g.Columns), g.Table)
 		if g.Where != "" {
 			what = fmt.Sprintf("no index serves the keep guard on %s.%s where %s, so every batch would read all of table %q",
-				g.Table, g.Column, strings.Join(strings.Fields(g.Where), " "), g.Table)
+				g.Table, policy.ColumnText(g.Columns), strings.Join(strings.Fields(g.Where), " "), g.Table)
 		}
 		missing = append(missing, unindexed{what, fix})
 	}
 	for _, ch := range p.DeleteWith {
-		ok, err := c.leadingIndex(ctx, ch.Table, ch.Column)
+		ok, err := c.leadingIndex(ctx, ch.Table, ch.Columns)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
 			continue
 		}
-		fix, err := c.indexFor(ctx, ch.Table, ch.Column, "", "c")
+		fix, err := c.indexOn(ctx, ch.Table, ch.Columns, "", "c")
 		if err != nil {
 			return nil, err
 		}
-		missing = append(missing, unindexed{fmt.Sprintf("no index serves delete_with on %s.%s, so every batch would read all of table %q", ch.Table, ch.Column, ch.Table), fix})
+		missing = append(missing, unindexed{fmt.Sprintf("no index serves delete_with on %s.%s, so every batch would read all of table %q", ch.Table, policy.ColumnText(ch.Columns), ch.Table), fix})
 	}
 	return missing, nil
 }
@@ -147,7 +147,7 @@ func (c *checker) guardServed(ctx context.Context, p policy.Pass, g policy.Guard
 	} else if pgErr != nil {
 		return false, nil // compile reported it
 	}
-	scans, err := explain.LookupIndexes(raw, "g", g.Column)
+	scans, err := explain.LookupIndexes(raw, "g", g.Columns[0])
 	if err != nil {
 		return false, fmt.Errorf("read plan: %w", err)
 	}
@@ -165,13 +165,12 @@ func (c *checker) guardServed(ctx context.Context, p policy.Pass, g policy.Guard
 	if err != nil {
 		return false, err
 	}
-	// The indexes among them that lead with the guard column, on the guard table or, for a
+	// The indexes among them that lead with the guard columns, on the guard table or, for a
 	// partitioned one, on its partitions.
 	rows, err := c.pool.Query(ctx, `
 SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
 WHERE (i.indrelid = $1 OR i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = $1))
-  AND ic.relname = ANY ($2) AND a.attname = $3 AND i.indisvalid`, t.oid, names, g.Column)
+  AND ic.relname = ANY ($3) AND i.indisvalid AND `+leadsWith, t.oid, g.Columns, names)
 	if err != nil {
 		return false, fmt.Errorf("look up indexes of %q: %w", g.Table, err)
 	}

@@ -146,23 +146,29 @@ func (c *checker) explain(ctx context.Context, forceIndex bool, query string, ar
 	return explain.JSON(ctx, c.pool, checkStatementTimeout, checkLockTimeout, forceIndex, query, args...)
 }
 
-// leadingIndex reports whether table has a valid, non-partial index whose first column is column:
-// the index that turns each keep-guard lookup into a descent of the index.
-func (c *checker) leadingIndex(ctx context.Context, table, column string) (bool, error) {
+// leadingIndex reports whether table has a valid, non-partial index whose first columns are
+// columns, in any order: the index that turns each keep-guard or child lookup into a descent of
+// the index.
+func (c *checker) leadingIndex(ctx context.Context, table string, columns []string) (bool, error) {
 	t, err := c.table(ctx, table)
 	if err != nil {
 		return false, err
 	}
 	var ok bool
 	err = c.pool.QueryRow(ctx, `
-SELECT EXISTS (
-  SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-  WHERE i.indrelid = $1 AND a.attname = $2 AND i.indisvalid AND i.indpred IS NULL)`, t.oid, column).Scan(&ok)
+SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1 AND i.indisvalid AND i.indpred IS NULL AND `+leadsWith+`)`, t.oid, columns).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("look up indexes of %q: %w", table, err)
 	}
 	return ok, nil
 }
+
+// leadsWith holds for an index i whose first key columns are the columns named by $2, in any
+// order.
+const leadsWith = `i.indnkeyatts >= cardinality($2::text[])
+  AND NOT EXISTS (SELECT 1 FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS x(a, o)
+                  WHERE x.o <= cardinality($2::text[])
+                    AND x.a NOT IN (SELECT attnum FROM pg_attribute WHERE attrelid = i.indrelid AND attname = ANY ($2::text[])))`
 
 // pgProblem tells a statement's own failure (it does not compile, a permission is missing),
 // which is a problem of the policy, from the database's (a lost connection), which ends the check.
@@ -235,8 +241,14 @@ func (c *checker) ageKind(p policy.Pass) statement.Kind {
 // made partial by the parts of where, a condition over alias, that can stand in an index
 // predicate.
 func (c *checker) indexFor(ctx context.Context, table, column, where, alias string) (string, error) {
+	return c.indexOn(ctx, table, []string{column}, where, alias)
+}
+
+// indexOn is indexFor for a select by several columns (a key of several): an index on all of
+// them, the statistics of the first alone telling its size and whether it is mostly NULL.
+func (c *checker) indexOn(ctx context.Context, table string, columns []string, where, alias string) (string, error) {
 	var quoted []string
-	for _, name := range append(strings.Split(table, "."), column) {
+	for _, name := range append(strings.Split(table, "."), columns...) {
 		var q string
 		// quote_ident quotes only where needed (upper case, a keyword), so the suggestion reads
 		// as a person would write it.
@@ -245,14 +257,14 @@ func (c *checker) indexFor(ctx context.Context, table, column, where, alias stri
 		}
 		quoted = append(quoted, q)
 	}
-	n := len(quoted)
-	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s)", strings.Join(quoted[:n-1], "."), quoted[n-1])
+	n := len(quoted) - len(columns)
+	stmt := fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s)", strings.Join(quoted[:n], "."), strings.Join(quoted[n:], ", "))
 	pred, complete := policy.PartialPredicate(where, alias)
-	st, err := c.columnStats(ctx, table, column)
+	st, err := c.columnStats(ctx, table, columns[0])
 	if err != nil {
 		return "", err
 	}
-	if notNull := quoted[n-1] + " IS NOT NULL"; st.known && st.nullFrac >= mostlyNull && !strings.Contains(pred, notNull) {
+	if notNull := quoted[n] + " IS NOT NULL"; st.known && st.nullFrac >= mostlyNull && !strings.Contains(pred, notNull) {
 		pred = strings.Join(slices.DeleteFunc([]string{pred, notNull}, func(s string) bool { return s == "" }), " AND ")
 	}
 	if pred != "" {

@@ -68,7 +68,7 @@ func poolWith(t *testing.T, u, sql string) *pgxpool.Pool {
 // that holds no demo schema.
 var jobsPolicy = []policy.Spec{{Name: "jobs", Passes: []policy.Pass{{
 	Name: "done", Table: "queue.Jobs", AgeColumn: "finished_at", Retention: 24 * time.Hour,
-	Guards: []policy.Guard{{Table: "job_deps", Column: "job_id", References: "id"}},
+	Guards: []policy.Guard{{Table: "job_deps", Columns: []string{"job_id"}, References: []string{"id"}}},
 }}}}
 
 const jobsSchema = `CREATE SCHEMA queue; CREATE TABLE queue."Jobs" (id bigint PRIMARY KEY, finished_at timestamptz);

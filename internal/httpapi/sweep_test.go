@@ -368,7 +368,7 @@ func TestCatalog(t *testing.T) {
 	}
 	want := map[string]string{
 		"notifications":   `{"pass":"read","table":"notifications","mode":"batched","ageColumn":"read_at","retention":"720h0m0s","retentionSeconds":2592000,"expiry":false,"timeZone":"UTC","where":"t.read_at IS NOT NULL","guards":[],"deleteWith":[],"allowUnindexed":false,"allowShortRetention":false,"cascades":[]}`,
-		"outbox":          `{"pass":"dispatched","table":"outbox_events","mode":"batched","ageColumn":"dispatched_at","retention":"168h0m0s","retentionSeconds":604800,"expiry":false,"timeZone":"UTC","where":"t.dispatched_at IS NOT NULL","guards":[{"table":"webhook_deliveries","column":"outbox_event_id","references":"id"}],"deleteWith":[],"allowUnindexed":false,"allowShortRetention":false,"cascades":[]}`,
+		"outbox":          `{"pass":"dispatched","table":"outbox_events","mode":"batched","ageColumn":"dispatched_at","retention":"168h0m0s","retentionSeconds":604800,"expiry":false,"timeZone":"UTC","where":"t.dispatched_at IS NOT NULL","guards":[{"table":"webhook_deliveries","column":"outbox_event_id","references":"id","columns":["outbox_event_id"],"referencesColumns":["id"]}],"deleteWith":[],"allowUnindexed":false,"allowShortRetention":false,"cascades":[]}`,
 		"account-erasure": `{"pass":"requested","table":"accounts","mode":"per-row","ageColumn":"deletion_requested_at","retention":"720h0m0s","retentionSeconds":2592000,"expiry":false,"timeZone":"UTC","where":"t.deleted_at IS NULL","guards":[],"deleteWith":[],"function":"wipe_account","keyColumn":"id","allowUnindexed":false,"allowShortRetention":false,"cascades":[]}`,
 	}
 	for _, g := range got.Sweeps {

@@ -27,6 +27,38 @@ func (l *loader) str(f map[string]*yaml.Node, key, sweep, pass string) (s string
 	return v.Value, true, false
 }
 
+// names reads field key of f as column names: one string, or a list of them (the columns of a
+// key of several). A value of another type, or an empty or blank name, is refused.
+func (l *loader) names(f map[string]*yaml.Node, key, sweep, pass string) (out []string, ok, refused bool) {
+	v, ok := f[key]
+	if !ok {
+		return nil, false, false
+	}
+	if v.Kind == yaml.ScalarNode {
+		s, ok, refused := l.str(f, key, sweep, pass)
+		if !ok {
+			return nil, false, refused
+		}
+		return []string{s}, true, false
+	}
+	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+		what := describe(v)
+		if v.Kind == yaml.SequenceNode {
+			what = "an empty list"
+		}
+		l.failf(v.Line, sweep, pass, "%s is %s: want a column name, or a list of them for a key of several columns ([media_origin, media_id])", key, what)
+		return nil, false, true
+	}
+	for _, en := range v.Content {
+		if en.Kind != yaml.ScalarNode || en.ShortTag() != "!!str" || strings.TrimSpace(en.Value) == "" {
+			l.failf(en.Line, sweep, pass, "an entry of %s is %s: want a column name", key, describe(en))
+			return nil, false, true
+		}
+		out = append(out, en.Value)
+	}
+	return out, true, false
+}
+
 // boolean reads the true-or-false field key of f; absent is false. Anything but a YAML boolean
 // (yes, "true", 1) is refused.
 func (l *loader) boolean(f map[string]*yaml.Node, key, sweep, pass string) bool {

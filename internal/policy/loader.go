@@ -326,18 +326,19 @@ func (r *passReader) refuse(p Pass, found []problem) {
 func (l *loader) guards(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Guard {
 	var out []Guard
 	l.references(n, sweep, pass, record, bad, "keep_while_referenced_by", "guard", "a keep guard", keysGuard,
-		func(f map[string]string) {
-			out = append(out, Guard{Table: f["table"], Column: f["column"], References: cmp.Or(f["references"], "id"), Where: strings.TrimSpace(f["where"])})
+		func(e entry) {
+			out = append(out, Guard{Table: e.str["table"], Columns: e.columns, References: e.refs, Where: strings.TrimSpace(e.str["where"])})
 		})
 	return out
 }
 
-// children reads delete_with: a list of {table, column, references}, marked in bad as guards are.
+// children reads delete_with: a list of {table, column, references}, marked in bad as guards
+// are.
 func (l *loader) children(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Child {
 	var out []Child
 	l.references(n, sweep, pass, record, bad, "delete_with", "delete_with", "a delete_with child", keysChild,
-		func(f map[string]string) {
-			out = append(out, Child{Table: f["table"], Column: f["column"], References: cmp.Or(f["references"], "id")})
+		func(e entry) {
+			out = append(out, Child{Table: e.str["table"], Columns: e.columns, References: e.refs})
 		})
 	return out
 }
@@ -366,11 +367,18 @@ func (l *loader) tables(n *yaml.Node, sweep, pass string, record bool, bad map[s
 	return out
 }
 
-// references reads key, a list of mappings of string fields (known) of which table and column are
-// required, that each name a table whose column references the pass's table: keep guards and
+// entry is one keep guard or delete_with child as read: its string fields, and its columns and
+// the swept table's columns they hold (a string or a list each; refs nil when absent).
+type entry struct {
+	str           map[string]string
+	columns, refs []string
+}
+
+// references reads key, a list of mappings (of the keys known) of which table and column are
+// required, that each name a table whose columns reference the pass's table: keep guards and
 // delete_with's children. Each entry's lines are recorded as "<field>.<i>" and
 // "<field>.<i>.<key>"; each entry read is handed to add.
-func (l *loader) references(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool, key, field, what, known string, add func(map[string]string)) {
+func (l *loader) references(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool, key, field, what, known string, add func(entry)) {
 	keys := strings.Fields(known)
 	if n.Kind != yaml.SequenceNode {
 		l.failf(n.Line, sweep, pass, "%s is %s: want a list of {%s}", key, describe(n), strings.Join(keys, ", "))
@@ -389,19 +397,27 @@ func (l *loader) references(n *yaml.Node, sweep, pass string, record bool, bad m
 				l.pol.lines[fieldKey{sweep, pass, at + "." + k}] = v.Line
 			}
 		}
-		values := map[string]string{}
+		e := entry{str: map[string]string{}}
 		for _, k := range keys {
-			s, ok, refused := l.str(f, k, sweep, pass)
+			var ok, refused bool
+			switch k {
+			case "column":
+				e.columns, ok, refused = l.names(f, k, sweep, pass)
+			case "references":
+				e.refs, ok, refused = l.names(f, k, sweep, pass)
+			default:
+				var s string
+				if s, ok, refused = l.str(f, k, sweep, pass); ok {
+					e.str[k] = s
+				}
+			}
 			bad[at+"."+k] = refused
 			if (k == "table" || k == "column") && !ok && !refused {
 				l.failf(en.Line, sweep, pass, "%s is required", k)
 				bad[at+"."+k] = true
 			}
-			if ok {
-				values[k] = s
-			}
 		}
-		add(values)
+		add(e)
 	}
 }
 

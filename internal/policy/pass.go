@@ -7,6 +7,7 @@ package policy
 
 import (
 	"cmp"
+	"strings"
 	"time"
 
 	"github.com/sweeprail/sweeprail/internal/wire"
@@ -44,26 +45,36 @@ type Spec struct {
 }
 
 // Guard keeps a row while another table still references it:
-// NOT EXISTS (SELECT 1 FROM <Table> AS g WHERE g.<Column> = t.<References> [AND (<Where>)]).
+// NOT EXISTS (SELECT 1 FROM <Table> AS g WHERE (g.<Columns>) = (t.<References>) [AND (<Where>)]).
 type Guard struct {
-	Table  string `json:"table"`
-	Column string `json:"column"`
-	// References is the swept table's column the guard column holds; "id" when empty.
-	References string `json:"references"`
+	Table string `json:"table"`
+	// Columns are the guard table's columns; References the swept table's columns they hold,
+	// pairwise, in the same order: ["id"] when empty.
+	Columns    []string `json:"columns"`
+	References []string `json:"references"`
 	// Where narrows the referencing rows that keep a row (g.state = 'reserved'): SQL over alias g
 	// (and t, the swept row), checked as a pass's Where is. Empty: any reference keeps it.
 	Where string `json:"where,omitempty"`
 }
 
-// Child is a table whose rows go with their parent: the rows whose Column holds a deleted row's
+// Child is a table whose rows go with their parent: the rows whose Columns hold a deleted row's
 // References are deleted in the same statement as it (delete_with), so that a foreign key without
 // ON DELETE CASCADE never fails the batch and no parent is ever gone without its children, nor
 // the other way round.
 type Child struct {
-	Table  string `json:"table"`
-	Column string `json:"column"`
-	// References is the swept table's column the child column holds; "id" when empty.
-	References string `json:"references"`
+	Table string `json:"table"`
+	// Columns are the child's columns; References the swept table's columns they hold,
+	// pairwise, in the same order: ["id"] when empty.
+	Columns    []string `json:"columns"`
+	References []string `json:"references"`
+}
+
+// Refs returns the swept table's columns a guard's or child's columns hold: refs, or ["id"].
+func Refs(refs []string) []string {
+	if len(refs) == 0 {
+		return []string{"id"}
+	}
+	return refs
 }
 
 // Pass is one predicate over one table. A row is eligible when Where holds, the age column is
@@ -141,10 +152,12 @@ func CatalogPass(p Pass) wire.CatalogPass {
 		Cascades:      append([]string{}, p.Cascades...),
 	}
 	for _, g := range p.Guards {
-		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: g.Column, References: cmp.Or(g.References, "id"), Where: g.Where})
+		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: strings.Join(g.Columns, ", "), References: strings.Join(Refs(g.References), ", "),
+			Columns: append([]string{}, g.Columns...), ReferencesColumns: append([]string{}, Refs(g.References)...), Where: g.Where})
 	}
 	for _, c := range p.DeleteWith {
-		out.DeleteWith = append(out.DeleteWith, wire.CatalogChild{Table: c.Table, Column: c.Column, References: cmp.Or(c.References, "id")})
+		out.DeleteWith = append(out.DeleteWith, wire.CatalogChild{Table: c.Table, Column: strings.Join(c.Columns, ", "), References: strings.Join(Refs(c.References), ", "),
+			Columns: append([]string{}, c.Columns...), ReferencesColumns: append([]string{}, Refs(c.References)...)})
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func catalogLiteral() []Spec {
 		}},
 		{Name: "outbox", Passes: []Pass{
 			{Name: "dispatched", Table: "outbox_events", AgeColumn: "dispatched_at", Where: "t.dispatched_at IS NOT NULL", Retention: 7 * day,
-				Guards: []Guard{{Table: "webhook_deliveries", Column: "outbox_event_id", References: "id"}}},
+				Guards: []Guard{{Table: "webhook_deliveries", Columns: []string{"outbox_event_id"}, References: []string{"id"}}}},
 		}},
 		{Name: "consents", Passes: []Pass{
 			{Name: "orphaned", Table: "consent_records", AgeColumn: "expires_at", Where: "t.user_id IS NULL", Retention: 365 * day},
@@ -210,6 +210,24 @@ func TestLoadPolicyRefuses(t *testing.T) {
 			[]string{`p.yaml:9: pass "read" of sweep "notes": delete_with column "x.y": name the column alone`}},
 		{"delete_with twice", onePass(goodPass + "        delete_with:\n          - {table: x, column: y}\n          - {table: x, column: y, references: id}\n"),
 			[]string{`p.yaml:10: pass "read" of sweep "notes": delete_with names x.y twice (entries 1 and 2): keep one`}},
+		{"column a number", onePass(goodPass + "        delete_with:\n          - {table: x, column: 7}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": column is a number (7): want a string`}},
+		{"column a mapping", onePass(goodPass + "        delete_with:\n          - {table: x, column: {a: b}}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": column is a mapping: want a column name, or a list of them for a key of several columns`}},
+		{"column an empty list", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: []}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": column is an empty list: want a column name, or a list of them`}},
+		{"column list of a number", onePass(goodPass + "        delete_with:\n          - {table: x, column: [a, 3]}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": an entry of column is a number (3): want a column name`}},
+		{"lists of unequal length", onePass(goodPass + "        delete_with:\n          - {table: x, column: [a, b], references: [origin]}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": delete_with names 2 columns (a, b) and 1 references (origin): want one reference per column, in the same order`}},
+		{"several columns, references left out", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: [a, b]}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": keep guard names 2 columns (a, b) and 1 references (id): want one reference per column`}},
+		{"a column twice", onePass(goodPass + "        delete_with:\n          - {table: x, column: [a, a], references: [o, id]}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": delete_with names column "a" twice`}},
+		{"a reference twice", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: [a, b], references: [id, id]}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": keep guard references column "id" twice`}},
+		{"two-column delete_with under its guard, reordered", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: [a, b], references: [o, id]}\n        delete_with:\n          - {table: x, column: [b, a], references: [id, o]}\n"),
+			[]string{`p.yaml:11: pass "read" of sweep "notes": keep guard 1 keeps every row that x.(b, a) references`}},
 		{"delete_with under an unconditional guard", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: y}\n        delete_with:\n          - {table: x, column: y}\n"),
 			[]string{`p.yaml:11: pass "read" of sweep "notes": keep guard 1 keeps every row that x.y references, so delete_with would never delete one of its children`}},
 		{"delete_with in per-row", onePass(goodPass + "        mode: per-row\n        function: f\n        delete_with:\n          - {table: x, column: y}\n"),
@@ -331,12 +349,12 @@ sweeps:
 	want := []Spec{{Name: "expired-sessions", Passes: []Pass{
 		{Name: "expired", Table: "app.sessions", AgeColumn: "expires_at", Retention: 48 * time.Hour, Mode: ModeBatched, TimeZone: "Europe/Paris",
 			Where: "t.kind IN ('web', 'api')\n  AND t.note <> 'it''s; not -- a comment'",
-			Guards: []Guard{{Table: "app.session_events", Column: "session_id", References: "id"},
-				{Table: "audit", Column: "subject", References: "token", Where: "g.kind = 'hold' AND g.at >= :cutoff"}},
+			Guards: []Guard{{Table: "app.session_events", Columns: []string{"session_id"}, References: []string{"id"}},
+				{Table: "audit", Columns: []string{"subject"}, References: []string{"token"}, Where: "g.kind = 'hold' AND g.at >= :cutoff"}},
 			BatchSize:  500,
 			MaxBatches: 20,
 			Expiry:     true, MaxRows: 10000,
-			DeleteWith: []Child{{Table: "app.session_tokens", Column: "session_id", References: "id"}, {Table: "app.session_marks", Column: "mark", References: "token"}}},
+			DeleteWith: []Child{{Table: "app.session_tokens", Columns: []string{"session_id"}, References: []string{"id"}}, {Table: "app.session_marks", Columns: []string{"mark"}, References: []string{"token"}}}},
 		{Name: "purge", Table: "accounts", AgeColumn: "deletion_requested_at", Retention: 30 * day, Mode: ModePerRow, TimeZone: TimeZoneUTC,
 			Function: "app.purge_account", KeyColumn: "account_id", MaxBatches: 100},
 		{Name: "few", Table: "claims", AgeColumn: "created_at", Retention: time.Hour, Mode: ModeSingle, TimeZone: TimeZoneUTC, AllowUnindexed: true},
@@ -488,5 +506,75 @@ func TestArchiveWithChildrenRefused(t *testing.T) {
 `))
 	if err == nil || !strings.Contains(err.Error(), "p.yaml:8: pass \"old\" of sweep \"events\": archive_to and delete_with together are refused") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestLoadKeyColumns: column and references take a string or a list, for keep guards and
+// delete_with alike.
+func TestLoadKeyColumns(t *testing.T) {
+	t.Parallel()
+	pol, err := Load("p.yaml", []byte(`sweeps:
+  - name: media
+    passes:
+      - name: remote
+        table: remote_media
+        age_column: created_at
+        retention: 30d
+        keep_while_referenced_by:
+          - {table: pins, column: [origin, media], references: [media_origin, media_id]}
+        delete_with:
+          - table: remote_thumbnails
+            column: [media_origin, media_id]
+            references: [media_origin, media_id]
+          - {table: url_cache, column: media_id, references: [media_id]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pol.Specs[0].Passes[0]
+	wantGuard := Guard{Table: "pins", Columns: []string{"origin", "media"}, References: []string{"media_origin", "media_id"}}
+	wantChildren := []Child{
+		{Table: "remote_thumbnails", Columns: []string{"media_origin", "media_id"}, References: []string{"media_origin", "media_id"}},
+		{Table: "url_cache", Columns: []string{"media_id"}, References: []string{"media_id"}},
+	}
+	if !reflect.DeepEqual(p.Guards, []Guard{wantGuard}) {
+		t.Errorf("guards = %+v, want %+v", p.Guards, wantGuard)
+	}
+	if !reflect.DeepEqual(p.DeleteWith, wantChildren) {
+		t.Errorf("delete_with = %+v, want %+v", p.DeleteWith, wantChildren)
+	}
+	c := CatalogPass(p)
+	if got := c.DeleteWith[0]; got.Column != "media_origin, media_id" || len(got.ReferencesColumns) != 2 {
+		t.Errorf("catalog child = %+v", got)
+	}
+}
+
+// TestValidateKeyColumns: specs built in Go meet the loader's rules on key columns: a guard or
+// child with no column, or with more references than columns, is refused before any SQL is
+// rendered from it.
+func TestValidateKeyColumns(t *testing.T) {
+	t.Parallel()
+	base := Pass{Name: "p", Table: "media", AgeColumn: "created_at", Retention: 30 * 24 * time.Hour}
+	tests := []struct {
+		name string
+		edit func(p *Pass)
+		want string
+	}{
+		{"a guard with no column", func(p *Pass) { p.Guards = []Guard{{Table: "pins"}} }, "keep guard names no column"},
+		{"a child with no column", func(p *Pass) { p.DeleteWith = []Child{{Table: "thumbs"}} }, "delete_with names no column"},
+		{"a child with two references for one column", func(p *Pass) {
+			p.DeleteWith = []Child{{Table: "thumbs", Columns: []string{"media_id"}, References: []string{"origin", "id"}}}
+		}, "delete_with names 1 columns (media_id) and 2 references (origin, id)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := base
+			tt.edit(&p)
+			err := Validate([]Spec{{Name: "s", Passes: []Pass{p}}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate: %v, want an error containing %q", err, tt.want)
+			}
+		})
 	}
 }

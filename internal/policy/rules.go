@@ -1,8 +1,8 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,14 +96,7 @@ func conditionProblems(p Pass) (out problems) {
 		if err := checkRelationName(g.Table); err != nil {
 			out.add(field+".table", "keep guard table %q: %v", g.Table, err)
 		}
-		if err := checkColumnName(g.Column); err != nil {
-			out.add(field+".column", "keep guard column %q: %v", g.Column, err)
-		}
-		if g.References != "" {
-			if err := checkColumnName(g.References); err != nil {
-				out.add(field+".references", "keep guard references %q: %v", g.References, err)
-			}
-		}
+		out = append(out, checkPairs(field, "keep guard", g.Columns, g.References)...)
 		if g.Where != "" {
 			for _, problem := range checkCondition(g.Where) {
 				out.add(field+".where", "keep guard where: %s", problem)
@@ -221,23 +214,16 @@ func validateChildren(p Pass) (out problems) {
 		if err := checkRelationName(c.Table); err != nil {
 			out.add(field+".table", "delete_with table %q: %v", c.Table, err)
 		}
-		if err := checkColumnName(c.Column); err != nil {
-			out.add(field+".column", "delete_with column %q: %v", c.Column, err)
-		}
-		if c.References != "" {
-			if err := checkColumnName(c.References); err != nil {
-				out.add(field+".references", "delete_with references %q: %v", c.References, err)
-			}
-		}
-		key := [2]string{c.Table, c.Column}
+		out = append(out, checkPairs(field, "delete_with", c.Columns, c.References)...)
+		key := [2]string{c.Table, strings.Join(c.Columns, ", ")}
 		if j, dup := seen[key]; dup {
-			out.add(field, "delete_with names %s.%s twice (entries %d and %d): keep one", c.Table, c.Column, j+1, i+1)
+			out.add(field, "delete_with names %s.%s twice (entries %d and %d): keep one", c.Table, ColumnText(c.Columns), j+1, i+1)
 		}
 		seen[key] = i
 		for gi, g := range p.Guards {
-			if g.Where == "" && g.Table == c.Table && g.Column == c.Column && cmp.Or(g.References, "id") == cmp.Or(c.References, "id") {
+			if g.Where == "" && g.Table == c.Table && samePairs(g.Columns, Refs(g.References), c.Columns, Refs(c.References)) {
 				out.add(field, "keep guard %d keeps every row that %s.%s references, so delete_with would never delete one of its children: give the guard a where (keep only while a child is in some state), or remove one of them",
-					gi+1, c.Table, c.Column)
+					gi+1, c.Table, ColumnText(c.Columns))
 			}
 		}
 	}
@@ -320,4 +306,70 @@ func checkRetention(d time.Duration, short, expiry bool) string {
 		return fmt.Sprintf("retention %s is below %s: a window that short would delete live data; %s", formatDuration(d), floor, hint)
 	}
 	return ""
+}
+
+// checkPairs checks the columns of a keep guard or delete_with entry (what, at field) and the
+// swept table's columns they hold: names, one reference per column, none named twice. Empty
+// references stand for ["id"].
+func checkPairs(field, what string, columns, refs []string) (out problems) {
+	for _, c := range columns {
+		if err := checkColumnName(c); err != nil {
+			out.add(field+".column", "%s column %q: %v", what, c, err)
+		}
+	}
+	for _, r := range refs {
+		if err := checkColumnName(r); err != nil {
+			out.add(field+".references", "%s references %q: %v", what, r, err)
+		}
+	}
+	at := field + ".references"
+	if len(refs) == 0 {
+		at = field
+	}
+	switch all := Refs(refs); {
+	case len(columns) == 0:
+		out.add(field+".column", "%s names no column: want column: <name>, or a list of them for a key of several columns", what)
+	case len(all) != len(columns):
+		out.add(at, "%s names %d columns (%s) and %d references (%s): want one reference per column, in the same order, each the swept table's column it holds (references: [a, b] for column: [a_ref, b_ref])",
+			what, len(columns), strings.Join(columns, ", "), len(all), strings.Join(all, ", "))
+	case repeated(columns) != "":
+		out.add(field+".column", "%s names column %q twice: each column of a key once", what, repeated(columns))
+	case repeated(all) != "":
+		out.add(field+".references", "%s references column %q twice: each column of a key once", what, repeated(all))
+	}
+	return out
+}
+
+// repeated returns the first name in names given twice, "" when none is.
+func repeated(names []string) string {
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// samePairs reports whether two entries pair the same columns with the same references, in any
+// order.
+func samePairs(cols, refs, otherCols, otherRefs []string) bool {
+	if len(cols) != len(otherCols) || len(cols) != len(refs) || len(otherCols) != len(otherRefs) {
+		return false
+	}
+	for i, c := range cols {
+		j := slices.Index(otherCols, c)
+		if j < 0 || otherRefs[j] != refs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ColumnText writes a guard's or child's columns as a message names them: the column alone, or
+// (a, b) for several.
+func ColumnText(columns []string) string {
+	if len(columns) == 1 {
+		return columns[0]
+	}
+	return "(" + strings.Join(columns, ", ") + ")"
 }

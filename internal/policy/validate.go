@@ -112,15 +112,11 @@ func Normalize(specs []Spec) []Spec {
 			}
 			p.Guards = slices.Clone(p.Guards)
 			for k := range p.Guards {
-				if p.Guards[k].References == "" {
-					p.Guards[k].References = "id"
-				}
+				p.Guards[k].References = slices.Clone(Refs(p.Guards[k].References))
 			}
 			p.DeleteWith = slices.Clone(p.DeleteWith)
 			for k := range p.DeleteWith {
-				if p.DeleteWith[k].References == "" {
-					p.DeleteWith[k].References = "id"
-				}
+				p.DeleteWith[k].References = slices.Clone(Refs(p.DeleteWith[k].References))
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package statement
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -97,10 +96,11 @@ func ReadCascades(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) (*Grap
 	if g.Root, err = oidOf(p.Table); err != nil {
 		return nil, err
 	}
-	// covered are the keys from the swept table that never fire: table oid, column, reference.
+	// covered are the keys from the swept table that never fire: table oid, and its column
+	// pairs in any order (pairKey).
 	type pair struct {
-		oid             uint32
-		column, column2 string
+		oid uint32
+		key string
 	}
 	var covered []pair
 	for _, gd := range p.Guards {
@@ -111,7 +111,7 @@ func ReadCascades(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) (*Grap
 		if err != nil {
 			return nil, err
 		}
-		covered = append(covered, pair{oid, gd.Column, cmp.Or(gd.References, "id")})
+		covered = append(covered, pair{oid, pairKey(gd.Columns, policy.Refs(gd.References))})
 	}
 	for _, c := range p.DeleteWith {
 		oid, err := oidOf(c.Table)
@@ -119,7 +119,7 @@ func ReadCascades(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) (*Grap
 			return nil, err
 		}
 		g.Children = append(g.Children, oid)
-		covered = append(covered, pair{oid, c.Column, cmp.Or(c.References, "id")})
+		covered = append(covered, pair{oid, pairKey(c.Columns, policy.Refs(c.References))})
 	}
 	queue := append([]uint32{g.Root}, g.Children...)
 	seen := slices.Clone(queue)
@@ -131,7 +131,7 @@ func ReadCascades(ctx context.Context, pool *pgxpool.Pool, p policy.Pass) (*Grap
 			return nil, err
 		}
 		for _, e := range edges {
-			if from == g.Root && len(e.Columns) == 1 && slices.Contains(covered, pair{e.TableOID, e.Columns[0], e.Refs[0]}) {
+			if from == g.Root && slices.Contains(covered, pair{e.TableOID, pairKey(e.Columns, e.Refs)}) {
 				continue
 			}
 			g.Edges = append(g.Edges, e)
@@ -243,9 +243,9 @@ func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 	childOnly := make([]*countRows, len(p.DeleteWith))
 	for i, c := range p.DeleteWith {
 		n := add(g.Children[i], QuoteName(c.Table))
-		ref := cmp.Or(c.References, "id")
-		need(nodes[0], []string{ref})
-		m := countMatch{Columns: "x." + ident(c.Column), Refs: "p." + ident(ref), From: "p"}
+		refs := policy.Refs(c.References)
+		need(nodes[0], refs)
+		m := countMatch{Columns: ColumnList("x", c.Columns), Refs: ColumnList("p", refs), From: "p"}
 		n.Matches = append(n.Matches, m)
 		parents[n] = append(parents[n], nodes[0])
 		childOnly[i] = &countRows{Table: QuoteName(c.Table), Matches: []countMatch{m}}
@@ -309,20 +309,20 @@ func CascadeCount(p policy.Pass, k Kind, g *Graph, named []uint32) string {
 }
 
 // inert says whether key e, from a delete_with parent back onto the swept table on the entry's
-// own column pair, changes nothing: the parent's rows the statement deletes are those its row
+// own column pairs, changes nothing: the parent's rows the statement deletes are those its row
 // references one-to-one (the policy check proves the swept column unique), so the rows the key
 // finds are the statement's own, gone already. Not when a cascade deletes more of the parent's
 // rows, whose swept rows would go too: a cycle.
 func inert(p policy.Pass, g *Graph, e Edge) bool {
 	i := slices.Index(g.Children, e.ParentOID)
-	if e.TableOID != g.Root || i < 0 || len(e.Columns) != 1 || slices.Index(g.Children[i+1:], e.ParentOID) >= 0 {
+	if e.TableOID != g.Root || i < 0 || slices.Index(g.Children[i+1:], e.ParentOID) >= 0 {
 		return false
 	}
 	if slices.ContainsFunc(g.Edges, func(o Edge) bool { return o.Deletes() && o.TableOID == e.ParentOID }) {
 		return false
 	}
 	c := p.DeleteWith[i]
-	return e.Columns[0] == cmp.Or(c.References, "id") && e.Refs[0] == c.Column
+	return pairKey(e.Columns, e.Refs) == pairKey(policy.Refs(c.References), c.Columns)
 }
 
 // columnsOrOne is the columns a node carries, qualified by alias, or 1 for none.
@@ -358,4 +358,17 @@ func topological(nodes []*countNode, parents map[*countNode][]*countNode) ([]*co
 		}
 	}
 	return out, true
+}
+
+// pairKey writes the column pairs of a key (columns[i] holds refs[i]) in an order of their own,
+// so that a guard or child naming a key's pairs in any order matches it.
+func pairKey(columns, refs []string) string {
+	ps := make([]string, len(columns))
+	for i, c := range columns {
+		if i < len(refs) {
+			ps[i] = c + "\x00" + refs[i]
+		}
+	}
+	slices.Sort(ps)
+	return strings.Join(ps, "\x01")
 }

@@ -102,11 +102,36 @@ type pass struct {
 	Function, RowKey        string
 }
 
-type guard struct{ Table, Column, References, Where string }
+type guard struct {
+	Table, Where string
+	Pairs        []pair
+}
 
 type child struct {
-	I                         int
-	Table, Column, References string
+	I     int
+	Table string
+	Pairs []pair
+}
+
+// pair is one column of a reference, quoted: the referencing table's Column, which holds the swept
+// table's Reference; As names the swept row's value in a statement's CTE (r<child>, or
+// r<child>_<n> for a key of several columns).
+type pair struct{ Column, Reference, As string }
+
+// pairs pairs columns with refs (["id"] when empty), quoted; as prefixes the names As gives them.
+func pairs(columns, refs []string, as string) []pair {
+	refs = policy.Refs(refs)
+	out := make([]pair, len(columns))
+	for i, c := range columns {
+		out[i] = pair{Column: ident(c), Reference: ident(refs[i])}
+		if as != "" {
+			out[i].As = as
+			if len(columns) > 1 {
+				out[i].As = fmt.Sprintf("%s_%d", as, i)
+			}
+		}
+	}
+	return out
 }
 
 // form is what a statement's template reads: the pass, the shape of its batch, the archive it
@@ -162,7 +187,7 @@ func newPass(p policy.Pass, k Kind) pass {
 		v.Guards = append(v.Guards, newGuard(g, k))
 	}
 	for i, c := range p.DeleteWith {
-		v.Children = append(v.Children, child{I: i, Table: QuoteName(c.Table), Column: ident(c.Column), References: ident(c.References)})
+		v.Children = append(v.Children, child{I: i, Table: QuoteName(c.Table), Pairs: pairs(c.Columns, c.References, fmt.Sprintf("r%d", i))})
 	}
 	if p.Mode == policy.ModePerRow {
 		v.Function, v.RowKey = QuoteName(p.Function), ident(p.KeyColumn)
@@ -175,7 +200,7 @@ func newPass(p policy.Pass, k Kind) pass {
 }
 
 func newGuard(g policy.Guard, k Kind) guard {
-	out := guard{Table: QuoteName(g.Table), Column: ident(g.Column), References: ident(g.References)}
+	out := guard{Table: QuoteName(g.Table), Pairs: pairs(g.Columns, g.References, "")}
 	if strings.TrimSpace(g.Where) != "" {
 		out.Where = Condition(g.Where, k)
 	}

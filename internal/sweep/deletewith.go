@@ -1,6 +1,8 @@
 package sweep
 
 import (
+	"strings"
+
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -12,7 +14,7 @@ func childRows(children []policy.Child, counts []int64) []wire.ChildRows {
 	}
 	out := make([]wire.ChildRows, len(children))
 	for i, c := range children {
-		out[i] = wire.ChildRows{Table: c.Table, Column: c.Column, Rows: counts[i]}
+		out[i] = wire.ChildRows{Table: c.Table, Column: strings.Join(c.Columns, ", "), Rows: counts[i]}
 	}
 	return out
 }

@@ -124,7 +124,7 @@ func TestEpochAges(t *testing.T) {
 		{"archive_to, single", func(p *policy.Pass) { p.Mode, p.ArchiveTo = policy.ModeSingle, "receipts_archive" }, "receipts_archive", nil, "[2 3]"},
 		{"where and keep guard with :cutoff in milliseconds", func(p *policy.Pass) {
 			p.Where = "t.room <> 'keep' AND t.received_ts < :cutoff"
-			p.Guards = []policy.Guard{{Table: "pins", Column: "receipt_id", Where: "g.last_seen >= :cutoff"}}
+			p.Guards = []policy.Guard{{Table: "pins", Columns: []string{"receipt_id"}, Where: "g.last_seen >= :cutoff"}}
 		}, "", func(t *testing.T, pool *pgxpool.Pool, cut int64) {
 			exec(t, pool, `UPDATE receipts SET room = 'keep' WHERE id = 101`)
 			// A pin seen on the cutoff keeps its receipt; one seen 1 ms before it does not.

@@ -35,7 +35,7 @@ INSERT INTO shadow_holds SELECT g FROM generate_series(2, 60, 2) g`
 // search_path; the run deletes what the dry run counted, and every held row stays.
 func TestShadowedNames(t *testing.T) {
 	t.Parallel()
-	guard := []policy.Guard{{Table: "shadow_holds", Column: "parent_id", References: "id"}}
+	guard := []policy.Guard{{Table: "shadow_holds", Columns: []string{"parent_id"}, References: []string{"id"}}}
 	for _, tc := range []struct {
 		name string
 		// shadow is what the trigger creates.
@@ -99,7 +99,7 @@ func TestNamesProvedAtCheck(t *testing.T) {
 	t.Parallel()
 	specs := []policy.Spec{{Name: "shadow", Passes: []policy.Pass{{
 		Name: "old", Table: "shadow_parents", AgeColumn: "at", Retention: 24 * time.Hour,
-		Guards: []policy.Guard{{Table: "shadow_holds", Column: "parent_id", References: "id"}},
+		Guards: []policy.Guard{{Table: "shadow_holds", Columns: []string{"parent_id"}, References: []string{"id"}}},
 	}}}}
 	admin, pool, role := leastPrivilege(t, specs, shadowSchema)
 	names := checkedNames(t, pool, specs)

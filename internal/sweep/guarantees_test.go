@@ -133,7 +133,7 @@ func TestGuarantees(t *testing.T) {
 			exec(t, pool, `INSERT INTO parents SELECT i, now() - interval '10 days' FROM generate_series(1, 10) i`)
 			exec(t, pool, `INSERT INTO children VALUES (2), (5), (5)`)
 			guarded := policy.Spec{Name: "parents", Passes: []policy.Pass{{Name: "old", Table: "parents", AgeColumn: "created_at",
-				Retention: 24 * time.Hour, Guards: []policy.Guard{{Table: "children", Column: "parent_id"}}}}}
+				Retention: 24 * time.Hour, Guards: []policy.Guard{{Table: "children", Columns: []string{"parent_id"}}}}}}
 			r := newRunner(t, tp.config(sweep.Config{Pool: pool, Specs: []policy.Spec{guarded}, Settings: settings()}, 1))
 			if res := run(t, r, "parents"); res.Deleted != 8 || res.Passes[0].Path != string(tp.path) {
 				t.Fatalf("deleted %d on path %s, want the 8 unreferenced parents on %s", res.Deleted, res.Passes[0].Path, tp.path)

@@ -439,20 +439,25 @@ type CatalogPass struct {
 }
 
 // CatalogGuard is a keep guard: a row stays while a row of <table> for which <where> holds (any
-// row, when where is empty) references its <references> by <column>.
+// row, when where is empty) references its <references> by <column>. Column and References
+// join the columns of a key of several with ", "; Columns and ReferencesColumns list them.
 type CatalogGuard struct {
-	Table      string `json:"table"`
-	Column     string `json:"column"`
-	References string `json:"references"`
-	Where      string `json:"where,omitempty"`
+	Table             string   `json:"table"`
+	Column            string   `json:"column"`
+	References        string   `json:"references"`
+	Columns           []string `json:"columns"`
+	ReferencesColumns []string `json:"referencesColumns"`
+	Where             string   `json:"where,omitempty"`
 }
 
 // CatalogChild is a delete_with child: the rows of <table> whose <column> holds a deleted row's
-// <references> are deleted in the same statement.
+// <references> are deleted in the same statement; the columns as CatalogGuard's.
 type CatalogChild struct {
-	Table      string `json:"table"`
-	Column     string `json:"column"`
-	References string `json:"references"`
+	Table             string   `json:"table"`
+	Column            string   `json:"column"`
+	References        string   `json:"references"`
+	Columns           []string `json:"columns"`
+	ReferencesColumns []string `json:"referencesColumns"`
 }
 
 // Bounds is every time and size bound of a run on the server, durations in milliseconds.

@@ -90,13 +90,21 @@ DELETE FROM {{.Table}} AS t WHERE {{template "blocks" .}} AND {{.Predicate}}
   delete_with: the parent delete returns the columns the children reference, and each child is
   a data-modifying CTE deleting the rows that hold one of them, keyed on the parents actually
   deleted. c.<column> = ANY (ARRAY(…)) is an index scan on the child column, where an IN over
-  the CTE could be planned as a hash join reading the whole child table.
+  the CTE could be planned as a hash join reading the whole child table. A key of several
+  columns is an EXISTS over the deleted rows, matched as one row value: a semi-join that looks
+  each deleted key up in the child's index on those columns.
 */}}
-{{define "children-returning"}}{{range .Children}}, t.{{.References}} AS r{{.I}}{{end}}{{end}}
+{{define "children-returning"}}{{range .Children}}{{range .Pairs}}, t.{{.Reference}} AS {{.As}}{{end}}{{end}}{{end}}
 
 {{define "children"}}{{range .Children}},
 c{{.I}} AS (
-  DELETE FROM {{.Table}} AS c WHERE c.{{.Column}} = ANY (ARRAY(SELECT r{{.I}} FROM deleted))
+  DELETE FROM {{.Table}} AS c WHERE {{template "child-match" .Pairs}}
   RETURNING 1){{end}}{{end}}
+
+{{define "child-match" -}}
+{{if eq (len .) 1}}{{with index . 0}}c.{{.Column}} = ANY (ARRAY(SELECT {{.As}} FROM deleted)){{end}}
+{{- else}}EXISTS (SELECT 1 FROM deleted AS d WHERE ({{range $i, $p := .}}{{if $i}}, {{end}}c.{{$p.Column}}{{end}}) = ({{range $i, $p := .}}{{if $i}}, {{end}}d.{{$p.As}}{{end}}))
+{{- end}}
+{{- end}}
 
 {{define "children-answer"}}{{range .Children}}, (SELECT count(*) FROM c{{.I}}){{end}}{{end}}

@@ -40,5 +40,15 @@
 
 {{/* A keep guard: no row of its table, aliased g, references the row (and satisfies its where). */}}
 {{define "guard" -}}
-NOT EXISTS (SELECT 1 FROM {{.Table}} AS g WHERE g.{{.Column}} = t.{{.References}}{{if .Where}} AND ({{.Where}}){{end}})
+NOT EXISTS (SELECT 1 FROM {{.Table}} AS g WHERE {{template "guard-match" .Pairs}}{{if .Where}} AND ({{.Where}}){{end}})
+{{- end}}
+
+{{/*
+  The guard's reference: one column compared, or a key of several as one row value, which the
+  planner splits into ANDed equalities that an index on the guard's columns serves together.
+*/}}
+{{define "guard-match" -}}
+{{if eq (len .) 1}}{{with index . 0}}g.{{.Column}} = t.{{.Reference}}{{end}}
+{{- else}}({{range $i, $p := .}}{{if $i}}, {{end}}g.{{$p.Column}}{{end}}) = ({{range $i, $p := .}}{{if $i}}, {{end}}t.{{$p.Reference}}{{end}})
+{{- end}}
 {{- end}}

@@ -4,10 +4,17 @@
 */}}
 {{define "count" -}}
 {{if .Children -}}
-WITH p AS MATERIALIZED (SELECT {{range $i, $c := .Children}}{{if $i}}, {{end}}t.{{$c.References}} AS r{{$c.I}}{{end}} FROM {{.Table}} AS t WHERE {{.Predicate}})
-SELECT (SELECT count(*) FROM p){{range .Children}}, (SELECT count(*) FROM {{.Table}} AS c WHERE c.{{.Column}} IN (SELECT r{{.I}} FROM p)){{end}}
+WITH p AS MATERIALIZED (SELECT {{range $i, $c := .Children}}{{range $j, $p := $c.Pairs}}{{if or $i $j}}, {{end}}t.{{$p.Reference}} AS {{$p.As}}{{end}}{{end}} FROM {{.Table}} AS t WHERE {{.Predicate}})
+SELECT (SELECT count(*) FROM p){{range .Children}}, (SELECT count(*) FROM {{.Table}} AS c WHERE {{template "child-in" .Pairs}}){{end}}
 {{- else -}}
 SELECT count(*) FROM {{.Table}} AS t WHERE {{.Predicate}}
+{{- end}}
+{{- end}}
+
+{{/* The child rows the count's p holds a key of: one column, or a key of several as a row value. */}}
+{{define "child-in" -}}
+{{if eq (len .) 1}}{{with index . 0}}c.{{.Column}} IN (SELECT {{.As}} FROM p){{end}}
+{{- else}}({{range $i, $p := .}}{{if $i}}, {{end}}c.{{$p.Column}}{{end}}) IN (SELECT {{range $i, $p := .}}{{if $i}}, {{end}}{{$p.As}}{{end}} FROM p)
 {{- end}}
 {{- end}}
 
