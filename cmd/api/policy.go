@@ -134,9 +134,15 @@ func describePasses(passes []policy.Pass) string {
 			if g.Where != "" {
 				b.WriteString(" where " + strings.Join(strings.Fields(g.Where), " "))
 			}
+			if g.WithoutForeignKey {
+				b.WriteString(declaredText)
+			}
 		}
 		for _, ch := range c.DeleteWith {
 			fmt.Fprintf(&b, ", deleting the %s rows whose %s holds its %s", ch.Table, keyText(ch.Columns), keyText(ch.ReferencesColumns))
+			if ch.WithoutForeignKey {
+				b.WriteString(declaredText)
+			}
 		}
 		fmt.Fprintf(&b, ", %s", c.Mode)
 		if c.Function != "" {
@@ -165,6 +171,10 @@ func describePasses(passes []policy.Pass) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// declaredText follows a keep guard or child declared without_foreign_key in the OK line: the
+// check proved the swept row the one side, and trusts the rest to the policy.
+const declaredText = " (a declared relation, trusted: no foreign key)"
 
 // keyText writes a guard's or child's columns: the column alone, or (a, b) for a key of several.
 func keyText(columns []string) string {

@@ -48,7 +48,11 @@ CREATE TABLE ops (id bigserial PRIMARY KEY, expires_at timestamptz NOT NULL);
 CREATE INDEX ON ops (expires_at);
 CREATE TABLE attempts (id bigserial PRIMARY KEY, op_id bigint NOT NULL REFERENCES ops (id), state text NOT NULL);
 CREATE INDEX ON attempts (op_id);
-CREATE TABLE counters (day date PRIMARY KEY)`); err != nil {
+CREATE TABLE counters (day date PRIMARY KEY);
+CREATE TABLE remote_media (media_origin text, media_id text, created_at timestamptz NOT NULL, PRIMARY KEY (media_origin, media_id));
+CREATE INDEX ON remote_media (created_at);
+CREATE TABLE remote_thumbs (media_origin text NOT NULL, media_id text NOT NULL);
+CREATE INDEX ON remote_thumbs (media_id, media_origin)`); err != nil {
 		t.Fatal(err)
 	}
 	good := writePolicy(t, sessionsPolicy)
@@ -91,6 +95,17 @@ CREATE TABLE counters (day date PRIMARY KEY)`); err != nil {
 `)}, env: env,
 			wantOut: []string{"\n  ledger: ops (ops.expires_at expired, kept while attempts.op_id references its id where g.state = 'reserved', " +
 				"deleting the attempts rows whose op_id holds its id, batched, max_rows 5000); counters (counters.day older than 1d on the database calendar, batched)\n"}},
+		{name: "a declared two-column child", args: []string{"check", writePolicy(t, `sweeps:
+  - name: media
+    passes:
+      - name: remote
+        table: remote_media
+        age_column: created_at
+        retention: 30d
+        delete_with:
+          - {table: remote_thumbs, column: [media_origin, media_id], references: [media_origin, media_id], without_foreign_key: true}
+`)}, env: env,
+			wantOut: []string{"\n  media: remote (remote_media.created_at older than 30d, deleting the remote_thumbs rows whose (media_origin, media_id) holds its (media_origin, media_id) (a declared relation, trusted: no foreign key), batched)\n"}},
 		{name: "SWEEP_POLICY_FILE without an argument", args: []string{"check"},
 			env:     map[string]string{"DATABASE_URL": u, "SWEEP_POLICY_FILE": good},
 			wantOut: []string{good + ": OK"}},

@@ -88,7 +88,7 @@ func TestPolicySQL(t *testing.T) {
 		prepareAll(t, conn, out.String())
 	})
 
-	t.Run("keys of two columns", func(t *testing.T) {
+	t.Run("keys of two columns, without a foreign key", func(t *testing.T) {
 		if _, err := conn.Exec(ctx, `CREATE TABLE remote_media (media_origin text, media_id text, created_at timestamptz NOT NULL, PRIMARY KEY (media_origin, media_id));
 			CREATE INDEX ON remote_media (created_at);
 			CREATE TABLE remote_thumbs (media_origin text NOT NULL, media_id text NOT NULL);
@@ -107,7 +107,7 @@ func TestPolicySQL(t *testing.T) {
         keep_while_referenced_by:
           - {table: remote_pins, column: [origin, media], references: [media_origin, media_id]}
         delete_with:
-          - {table: remote_thumbs, column: [media_origin, media_id], references: [media_origin, media_id]}
+          - {table: remote_thumbs, column: [media_origin, media_id], references: [media_origin, media_id], without_foreign_key: true}
 `)
 		var out, errOut bytes.Buffer
 		if err := run(ctx, []string{"api", "policy", "sql", file}, env, &out, &errOut); err != nil {

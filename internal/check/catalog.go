@@ -61,14 +61,14 @@ func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass) (fin
 		}
 	}
 	for i, g := range p.Guards {
-		f, err := c.pairColumns(ctx, sweep, p, tbl, fmt.Sprintf("guard.%d", i), "keep guard", g.Table, g.Columns, g.References)
+		f, err := c.pairColumns(ctx, sweep, p, tbl, fmt.Sprintf("guard.%d", i), "keep guard", g.Table, g.Columns, g.References, g.WithoutForeignKey)
 		if err != nil {
 			return findings{}, err
 		}
 		found.add(f)
 	}
 	for i, ch := range p.DeleteWith {
-		f, err := c.pairColumns(ctx, sweep, p, tbl, fmt.Sprintf("delete_with.%d", i), "delete_with", ch.Table, ch.Columns, ch.References)
+		f, err := c.pairColumns(ctx, sweep, p, tbl, fmt.Sprintf("delete_with.%d", i), "delete_with", ch.Table, ch.Columns, ch.References, ch.WithoutForeignKey)
 		if err != nil {
 			return findings{}, err
 		}
@@ -78,8 +78,10 @@ func (c *checker) catalog(ctx context.Context, sweep string, p policy.Pass) (fin
 }
 
 // pairColumns checks that the table of a keep guard or delete_with entry (what, at field) and
-// its columns exist, and that the swept table tbl has the columns they reference.
-func (c *checker) pairColumns(ctx context.Context, sweep string, p policy.Pass, tbl *tableInfo, field, what, table string, columns, refs []string) (findings, error) {
+// its columns exist, and that the swept table tbl has the columns they reference. A relation
+// declared without a foreign key (declared) pairs equal types too, as a key would: compared
+// across types, a value would match by a cast, or miss its index.
+func (c *checker) pairColumns(ctx context.Context, sweep string, p policy.Pass, tbl *tableInfo, field, what, table string, columns, refs []string, declared bool) (findings, error) {
 	var found findings
 	other, err := c.table(ctx, table)
 	if err != nil {
@@ -91,11 +93,17 @@ func (c *checker) pairColumns(ctx context.Context, sweep string, p policy.Pass, 
 	}
 	refs = policy.Refs(refs)
 	for i, col := range columns {
-		if _, ok := other.column(col); !ok {
+		cc, ok := other.column(col)
+		if !ok {
 			found.refuse(c.problem(sweep, p.Name, field+".column", "%s column %q does not exist in table %q (columns: %s)", what, col, table, other.columnList()))
 		}
-		if _, ok := tbl.column(refs[i]); !ok {
+		rc, rok := tbl.column(refs[i])
+		if !rok {
 			found.refuse(c.problem(sweep, p.Name, field+".references", "%s references column %q, which does not exist in table %q (columns: %s)", what, refs[i], p.Table, tbl.columnList()))
+		}
+		if declared && ok && rok && cc.typ != rc.typ {
+			found.refuse(c.problem(sweep, p.Name, field+".column", "%s column %s.%s is %s and the column it references, %s.%s, is %s: a relation declared without_foreign_key pairs equal types; name the column of %q that holds %s's %s, or make the types equal",
+				what, table, col, cc.typ, p.Table, refs[i], rc.typ, table, p.Table, refs[i]))
 		}
 	}
 	return found, nil

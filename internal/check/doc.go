@@ -8,10 +8,12 @@
 // them. Per pass, in order:
 //
 //	catalog.go      the table, columns, function, guard and child tables exist, the age column
-//	                compares with the cutoff, time_zone is one the database knows; nothing
+//	                compares with the cutoff, time_zone is one the database knows, a declared
+//	                relation's pairs are of equal types; nothing
 //	                after it runs unless it passes
 //	foreignkey.go   no foreign key fails the delete: each covered by a guard or delete_with
-//	deletewith.go   each delete_with entry is a child, or a parent one-to-one
+//	deletewith.go   each delete_with entry is a child, or a parent one-to-one; one declared
+//	                without_foreign_key (a keep guard too) references unique columns
 //	cascade.go      every table the ON DELETE keys reach is named in cascades; DELETE triggers
 //	partitions.go   mode partitions: the table is range-partitioned, the role may drop
 //	compile.go      each guard, child and where compiles, calls nothing VOLATILE; the statement

@@ -321,24 +321,24 @@ func (r *passReader) refuse(p Pass, found []problem) {
 	}
 }
 
-// guards reads keep_while_referenced_by: a list of {table, column, references, where}. A guard
-// field refused for its type is marked in bad as "guard.<i>.<key>".
+// guards reads keep_while_referenced_by: a list of {table, column, references, where,
+// without_foreign_key}. A guard field refused for its type is marked in bad as "guard.<i>.<key>".
 func (l *loader) guards(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Guard {
 	var out []Guard
 	l.references(n, sweep, pass, record, bad, "keep_while_referenced_by", "guard", "a keep guard", keysGuard,
 		func(e entry) {
-			out = append(out, Guard{Table: e.str["table"], Columns: e.columns, References: e.refs, Where: strings.TrimSpace(e.str["where"])})
+			out = append(out, Guard{Table: e.str["table"], Columns: e.columns, References: e.refs, Where: strings.TrimSpace(e.str["where"]), WithoutForeignKey: e.withoutKey})
 		})
 	return out
 }
 
-// children reads delete_with: a list of {table, column, references}, marked in bad as guards
-// are.
+// children reads delete_with: a list of {table, column, references, without_foreign_key},
+// marked in bad as guards are.
 func (l *loader) children(n *yaml.Node, sweep, pass string, record bool, bad map[string]bool) []Child {
 	var out []Child
 	l.references(n, sweep, pass, record, bad, "delete_with", "delete_with", "a delete_with child", keysChild,
 		func(e entry) {
-			out = append(out, Child{Table: e.str["table"], Columns: e.columns, References: e.refs})
+			out = append(out, Child{Table: e.str["table"], Columns: e.columns, References: e.refs, WithoutForeignKey: e.withoutKey})
 		})
 	return out
 }
@@ -367,11 +367,12 @@ func (l *loader) tables(n *yaml.Node, sweep, pass string, record bool, bad map[s
 	return out
 }
 
-// entry is one keep guard or delete_with child as read: its string fields, and its columns and
-// the swept table's columns they hold (a string or a list each; refs nil when absent).
+// entry is one keep guard or delete_with child as read: its string fields, its columns and the
+// swept table's columns they hold (a string or a list each; refs nil when absent), and its flag.
 type entry struct {
 	str           map[string]string
 	columns, refs []string
+	withoutKey    bool
 }
 
 // references reads key, a list of mappings (of the keys known) of which table and column are
@@ -397,10 +398,12 @@ func (l *loader) references(n *yaml.Node, sweep, pass string, record bool, bad m
 				l.pol.lines[fieldKey{sweep, pass, at + "." + k}] = v.Line
 			}
 		}
-		e := entry{str: map[string]string{}}
+		e := entry{str: map[string]string{}, withoutKey: l.boolean(f, "without_foreign_key", sweep, pass)}
 		for _, k := range keys {
 			var ok, refused bool
 			switch k {
+			case "without_foreign_key":
+				continue
 			case "column":
 				e.columns, ok, refused = l.names(f, k, sweep, pass)
 			case "references":

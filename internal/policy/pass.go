@@ -55,6 +55,9 @@ type Guard struct {
 	// Where narrows the referencing rows that keep a row (g.state = 'reserved'): SQL over alias g
 	// (and t, the swept row), checked as a pass's Where is. Empty: any reference keeps it.
 	Where string `json:"where,omitempty"`
+	// WithoutForeignKey declares the relation where no foreign key says it (the check then asks
+	// that the swept table's References be unique).
+	WithoutForeignKey bool `json:"withoutForeignKey,omitempty"`
 }
 
 // Child is a table whose rows go with their parent: the rows whose Columns hold a deleted row's
@@ -67,6 +70,8 @@ type Child struct {
 	// pairwise, in the same order: ["id"] when empty.
 	Columns    []string `json:"columns"`
 	References []string `json:"references"`
+	// WithoutForeignKey declares the relation where no foreign key says it, as Guard's.
+	WithoutForeignKey bool `json:"withoutForeignKey,omitempty"`
 }
 
 // Refs returns the swept table's columns a guard's or child's columns hold: refs, or ["id"].
@@ -153,11 +158,11 @@ func CatalogPass(p Pass) wire.CatalogPass {
 	}
 	for _, g := range p.Guards {
 		out.Guards = append(out.Guards, wire.CatalogGuard{Table: g.Table, Column: strings.Join(g.Columns, ", "), References: strings.Join(Refs(g.References), ", "),
-			Columns: append([]string{}, g.Columns...), ReferencesColumns: append([]string{}, Refs(g.References)...), Where: g.Where})
+			Columns: append([]string{}, g.Columns...), ReferencesColumns: append([]string{}, Refs(g.References)...), Where: g.Where, WithoutForeignKey: g.WithoutForeignKey})
 	}
 	for _, c := range p.DeleteWith {
 		out.DeleteWith = append(out.DeleteWith, wire.CatalogChild{Table: c.Table, Column: strings.Join(c.Columns, ", "), References: strings.Join(Refs(c.References), ", "),
-			Columns: append([]string{}, c.Columns...), ReferencesColumns: append([]string{}, Refs(c.References)...)})
+			Columns: append([]string{}, c.Columns...), ReferencesColumns: append([]string{}, Refs(c.References)...), WithoutForeignKey: c.WithoutForeignKey})
 	}
 	return out
 }

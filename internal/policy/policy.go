@@ -22,8 +22,8 @@ const (
 	keysTop   = "sweeps"
 	keysSweep = "name passes"
 	keysPass  = "name table age_column age_unit retention min_retention expiry time_zone where keep_while_referenced_by delete_with cascades mode function key_column batch_size max_batches max_rows allow_unindexed allow_short_retention keep_detached boundary archive_to archive_schema"
-	keysGuard = "table column references where"
-	keysChild = "table column references"
+	keysGuard = "table column references where without_foreign_key"
+	keysChild = "table column references without_foreign_key"
 )
 
 // Policy is a policy file after Load: the sweeps it declares, ready for NewRunner, and the line

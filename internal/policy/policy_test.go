@@ -202,7 +202,7 @@ func TestLoadPolicyRefuses(t *testing.T) {
 		{"cascades twice", onePass(goodPass + "        cascades: [x, y, x]\n"), []string{`p.yaml:8: pass "read" of sweep "notes": cascades names x twice (entries 1 and 3): keep one`}},
 		{"cascades per-row", onePass(goodPass + "        mode: per-row\n        function: f\n        cascades: [x]\n"),
 			[]string{`cascades is for modes batched and single: in mode per-row the function deletes`}},
-		{"delete_with not a list", onePass(goodPass + "        delete_with: x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": delete_with is a string ("x"): want a list of {table, column, references}`}},
+		{"delete_with not a list", onePass(goodPass + "        delete_with: x\n"), []string{`p.yaml:8: pass "read" of sweep "notes": delete_with is a string ("x"): want a list of {table, column, references, without_foreign_key}`}},
 		{"delete_with without column", onePass(goodPass + "        delete_with:\n          - table: x\n"), []string{`p.yaml:9: pass "read" of sweep "notes": column is required`}},
 		{"delete_with with a where", onePass(goodPass + "        delete_with:\n          - {table: x, column: y, where: 'true'}\n"),
 			[]string{`p.yaml:9: pass "read" of sweep "notes": unknown key "where" in a delete_with child; the keys are: table, column, references`}},
@@ -226,6 +226,8 @@ func TestLoadPolicyRefuses(t *testing.T) {
 			[]string{`p.yaml:9: pass "read" of sweep "notes": delete_with names column "a" twice`}},
 		{"a reference twice", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: [a, b], references: [id, id]}\n"),
 			[]string{`p.yaml:9: pass "read" of sweep "notes": keep guard references column "id" twice`}},
+		{"without_foreign_key a string", onePass(goodPass + "        delete_with:\n          - {table: x, column: y, without_foreign_key: 'yes'}\n"),
+			[]string{`p.yaml:9: pass "read" of sweep "notes": without_foreign_key is a string ("yes"): want true or false`}},
 		{"two-column delete_with under its guard, reordered", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: [a, b], references: [o, id]}\n        delete_with:\n          - {table: x, column: [b, a], references: [id, o]}\n"),
 			[]string{`p.yaml:11: pass "read" of sweep "notes": keep guard 1 keeps every row that x.(b, a) references`}},
 		{"delete_with under an unconditional guard", onePass(goodPass + "        keep_while_referenced_by:\n          - {table: x, column: y}\n        delete_with:\n          - {table: x, column: y}\n"),
@@ -509,8 +511,8 @@ func TestArchiveWithChildrenRefused(t *testing.T) {
 	}
 }
 
-// TestLoadKeyColumns: column and references take a string or a list, for keep guards and
-// delete_with alike.
+// TestLoadKeyColumns: column and references take a string or a list, without_foreign_key a
+// boolean, for keep guards and delete_with alike.
 func TestLoadKeyColumns(t *testing.T) {
 	t.Parallel()
 	pol, err := Load("p.yaml", []byte(`sweeps:
@@ -526,7 +528,8 @@ func TestLoadKeyColumns(t *testing.T) {
           - table: remote_thumbnails
             column: [media_origin, media_id]
             references: [media_origin, media_id]
-          - {table: url_cache, column: media_id, references: [media_id]}
+            without_foreign_key: true
+          - {table: url_cache, column: media_id, references: [media_id], without_foreign_key: false}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +537,7 @@ func TestLoadKeyColumns(t *testing.T) {
 	p := pol.Specs[0].Passes[0]
 	wantGuard := Guard{Table: "pins", Columns: []string{"origin", "media"}, References: []string{"media_origin", "media_id"}}
 	wantChildren := []Child{
-		{Table: "remote_thumbnails", Columns: []string{"media_origin", "media_id"}, References: []string{"media_origin", "media_id"}},
+		{Table: "remote_thumbnails", Columns: []string{"media_origin", "media_id"}, References: []string{"media_origin", "media_id"}, WithoutForeignKey: true},
 		{Table: "url_cache", Columns: []string{"media_id"}, References: []string{"media_id"}},
 	}
 	if !reflect.DeepEqual(p.Guards, []Guard{wantGuard}) {
@@ -544,7 +547,7 @@ func TestLoadKeyColumns(t *testing.T) {
 		t.Errorf("delete_with = %+v, want %+v", p.DeleteWith, wantChildren)
 	}
 	c := CatalogPass(p)
-	if got := c.DeleteWith[0]; got.Column != "media_origin, media_id" || len(got.ReferencesColumns) != 2 {
+	if got := c.DeleteWith[0]; got.Column != "media_origin, media_id" || !got.WithoutForeignKey || len(got.ReferencesColumns) != 2 {
 		t.Errorf("catalog child = %+v", got)
 	}
 }

@@ -448,6 +448,8 @@ type CatalogGuard struct {
 	Columns           []string `json:"columns"`
 	ReferencesColumns []string `json:"referencesColumns"`
 	Where             string   `json:"where,omitempty"`
+	// WithoutForeignKey: the policy declares the relation, and no foreign key says it.
+	WithoutForeignKey bool `json:"withoutForeignKey,omitempty"`
 }
 
 // CatalogChild is a delete_with child: the rows of <table> whose <column> holds a deleted row's
@@ -458,6 +460,8 @@ type CatalogChild struct {
 	References        string   `json:"references"`
 	Columns           []string `json:"columns"`
 	ReferencesColumns []string `json:"referencesColumns"`
+	// WithoutForeignKey: the policy declares the relation, and no foreign key says it.
+	WithoutForeignKey bool `json:"withoutForeignKey,omitempty"`
 }
 
 // Bounds is every time and size bound of a run on the server, durations in milliseconds.
