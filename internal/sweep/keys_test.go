@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
+	"github.com/sweeprail/sweeprail/internal/explain"
+	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -169,5 +171,38 @@ func sameRows(t *testing.T, pool *pgxpool.Pool, what, left, want string) {
 	}
 	if extra != 0 || missing != 0 {
 		t.Errorf("%s: %d rows left that should have gone, %d gone that should have stayed", what, extra, missing)
+	}
+}
+
+// TestKeysPlan plans a batch of a two-column child on a table too large to read whole: the
+// child's rows are looked up, per deleted key, in its two-column index (both columns in the
+// index condition), never read by a sequential scan or a hash of the whole table.
+func TestKeysPlan(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	exec(t, pool, keysSchema)
+	at := dbNow(t, pool)
+	exec(t, pool, `INSERT INTO remote_media SELECT 'o' || (i % 4), 'r' || i, $1::timestamptz - (i % 60) * interval '1 day' FROM generate_series(1, 20000) AS i`, at)
+	exec(t, pool, `INSERT INTO remote_thumbs (media_origin, media_id) SELECT 'o' || (i % 4), 'r' || i FROM generate_series(1, 20000) AS i, generate_series(1, 5)`)
+	exec(t, pool, `ANALYZE remote_media; ANALYZE remote_thumbs`)
+	p := load(t, keysPolicy).Specs[0].Passes[1]
+	p.Guards, p.DeleteWith = nil, p.DeleteWith[:1]
+	f := statement.Build(p, statement.Instant).Unlocked.Range
+	from, before := at.Add(-45*24*time.Hour), at.Add(-44*24*time.Hour)
+	raw, err := explain.JSON(ctx, pool, 10*time.Second, 2*time.Second, false, f.SQL, at.Add(-30*24*time.Hour), from, before)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, f.SQL)
+	}
+	plan := string(raw)
+	for _, want := range []string{`"Index Name": "remote_thumbs_key"`, `"Nested Loop"`} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan lacks %s:\n%s", want, plan)
+		}
+	}
+	if !strings.Contains(plan, `"Index Cond": "((media_id = d.r0_0) AND (media_origin = d.r0_1))"`) {
+		t.Errorf("the index condition holds not both columns:\n%s", plan)
+	}
+	if strings.Contains(plan, `"Seq Scan"`) || strings.Contains(plan, `"Hash Join"`) {
+		t.Errorf("the child is read whole:\n%s", plan)
 	}
 }
