@@ -13,8 +13,8 @@ import (
 // checks its policy as a role of its own, made by its grants.
 func TestPolicyRefusesRole(t *testing.T) {
 	t.Parallel()
-	pool := fixturePool(t, checkSchema, `CREATE TABLE owned (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at);
-CREATE TABLE owned_all PARTITION OF owned DEFAULT`)
+	const owned = `CREATE TABLE owned (id bigint, at timestamptz NOT NULL) PARTITION BY RANGE (at);
+CREATE TABLE owned_all PARTITION OF owned DEFAULT`
 	tests := []struct {
 		name, prefix string
 		// grants make the role, @ROLE@ its name.
@@ -63,6 +63,9 @@ GRANT SELECT, INSERT ON archive.audit_log TO @ROLE@`,
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			// A database of its own: the grants of several cases replace the same drop function,
+			// which concurrent CREATE OR REPLACEs in one database fail on (tuple concurrently updated).
+			pool := fixturePool(t, checkSchema, owned)
 			as, role := asRole(t, pool, tt.prefix, tt.grants)
 			warnings, err := checkYAML(t, as, tt.yaml)
 			sameLines(t, "refusals", refusals(err), withRole(tt.want, role))
