@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -38,9 +40,7 @@ func (pr *passRun) reprove() error {
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
-	now, err := statement.ReadFingerprint(ctx, pr.r.cfg.Pool, pr.p)
-	cancel()
+	now, err := pr.readFingerprint()
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (pr *passRun) reprove() error {
 	// The check plans every statement of the pass, each under its own timeouts, within what is
 	// left of the run's budget (a statement timeout at least, so a spent budget still answers).
 	left := max(pr.deadline.Sub(pr.r.cfg.Now()), pr.r.cfg.Settings.StatementTimeout)
-	ctx, cancel = context.WithTimeout(pr.db, left)
+	ctx, cancel := context.WithTimeout(pr.db, left)
 	defer cancel()
 	r, err := proofs.Reprove(ctx, pr.of.sweep, pr.p, pr.cutoff)
 	if err != nil {
@@ -88,4 +88,24 @@ func (pr *passRun) proven(run func() (wire.PassResult, error)) (wire.PassResult,
 		return out, err
 	}
 	return out, fmt.Errorf("compare the schema with the pass's proof: %w", err)
+}
+
+// readFingerprint reads the pass's fingerprint in a read-only transaction under the batch's
+// timeouts and search_path: reading a table's definitions waits on a lock held on it (a
+// migration's ACCESS EXCLUSIVE), and that wait gives up as a batch's would, with 55P03 after
+// the lock timeout, not after the statement timeout.
+func (pr *passRun) readFingerprint() (statement.Fingerprint, error) {
+	s := pr.r.cfg.Settings
+	ctx, cancel := context.WithTimeout(pr.db, s.StatementTimeout)
+	defer cancel()
+	var f statement.Fingerprint
+	err := pgx.BeginTxFunc(ctx, pr.r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := (statement.Timeouts{Statement: s.StatementTimeout, Lock: s.LockTimeout}).Set(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		f, err = statement.ReadFingerprint(ctx, tx, pr.p)
+		return err
+	})
+	return f, err
 }
