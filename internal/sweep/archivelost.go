@@ -59,7 +59,7 @@ func (e *HaltedError) Error() string {
 // an *ArchiveLostError otherwise, with b's lost rows counted (all of them when it could not be
 // read). Any other archive (or a nil archiver) is proven in the batch.
 func (pr *passRun) readBack(b *batchResult) error {
-	a := pr.arch
+	a := pr.aids.arch
 	if a == nil || !a.foreign || b.n == 0 {
 		return nil
 	}

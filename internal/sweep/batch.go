@@ -92,7 +92,7 @@ func (pr *passRun) batch(a statement.Args) (batchResult, error) {
 				return err
 			})
 		}
-		err := pr.arch.healed(attempt(), attempt)
+		err := pr.aids.arch.healed(attempt(), attempt)
 		return b, err
 	}
 	if pr.at.path == PathHeap {
@@ -117,7 +117,7 @@ func (pr *passRun) batch(a statement.Args) (batchResult, error) {
 		b.retried = true
 	}
 	retried := b.retried
-	err = pr.arch.healed(err, func() (err error) {
+	err = pr.aids.arch.healed(err, func() (err error) {
 		b, err = attempt(s.LockTimeout, retried || pr.r.cfg.alwaysLock)
 		return err
 	})
@@ -129,8 +129,8 @@ func (pr *passRun) batch(a statement.Args) (batchResult, error) {
 // healing or not, for a pass with archive_to.
 func (pr *passRun) forms(lock bool) statement.Batch {
 	switch {
-	case pr.arch != nil:
-		return pr.arch.batch(lock)
+	case pr.aids.arch != nil:
+		return pr.aids.arch.batch(lock)
 	case lock:
 		return pr.st.Locked
 	}
@@ -145,7 +145,7 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, a statement.Args, l
 		return batchResult{}, err
 	}
 	b.newest, b.blocks, b.more = nil, a.EndBlock-a.FirstBlock, !pr.at.heap.done()
-	return pr.arch.prove(ctx, tx, b)
+	return pr.aids.arch.prove(ctx, tx, b)
 }
 
 // modeBatch runs one batch of a single-mode pass (every eligible row, one statement) or of a
@@ -153,14 +153,14 @@ func (pr *passRun) heapBatch(ctx context.Context, tx pgx.Tx, a statement.Args, l
 func (pr *passRun) modeBatch(ctx context.Context, tx pgx.Tx, a statement.Args) (batchResult, error) {
 	if pr.p.Mode == policy.ModeSingle {
 		f := pr.st.Single
-		if pr.arch != nil {
-			f = pr.arch.single()
+		if pr.aids.arch != nil {
+			f = pr.aids.arch.single()
 		}
 		b, err := exec(ctx, tx, f, a)
 		if err != nil {
 			return batchResult{}, err
 		}
-		return pr.arch.prove(ctx, tx, b)
+		return pr.aids.arch.prove(ctx, tx, b)
 	}
 	var b batchResult
 	rows, err := tx.Query(ctx, pr.st.PerRow.SQL, pr.st.PerRow.Params.Bind(a)...)

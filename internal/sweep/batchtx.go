@@ -39,7 +39,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 		}
 	}()
 	begin := statement.BatchTransaction{StatementTimeout: s.StatementTimeout, LockTimeout: lockTimeout,
-		IdleTimeout: 2 * s.StatementTimeout, SyncCommit: pr.arch != nil || s.SyncCommit, Ordered: ordered}
+		IdleTimeout: 2 * s.StatementTimeout, SyncCommit: pr.aids.arch != nil || s.SyncCommit, Ordered: ordered}
 	tx, err := pr.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin.Begin()})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -79,7 +79,7 @@ func (pr *passRun) prepareCascades() error {
 			cc.oids, cc.tables = append(cc.oids, l), append(cc.tables, int32(i))
 		}
 	}
-	pr.cascade = cc
+	pr.aids.cascade = cc
 	pr.out.Cascades = make([]wire.CascadeRows, len(pr.p.Cascades))
 	for i, name := range pr.p.Cascades {
 		pr.out.Cascades[i].Table = name
@@ -101,7 +101,7 @@ func (cc *cascadeCounter) stats(ctx context.Context, tx pgx.Tx) (deleted, update
 // measure runs fn, the batch statement, between two reads of tx's statistics, and keeps the
 // difference; a pass without cascades just runs fn.
 func (pr *passRun) measure(ctx context.Context, tx pgx.Tx, fn func(context.Context, pgx.Tx) error) error {
-	cc := pr.cascade
+	cc := pr.aids.cascade
 	if cc == nil {
 		return fn(ctx, tx)
 	}
@@ -132,7 +132,7 @@ func (pr *passRun) countRows(n int64, children []int64) {
 	for i, c := range children {
 		m.RowsDeleted(pr.of.sweep, pr.p.Name, pr.p.DeleteWith[i].Table, c)
 	}
-	cc := pr.cascade
+	cc := pr.aids.cascade
 	if cc == nil {
 		return
 	}

@@ -48,7 +48,7 @@ func (pr *passRun) indexBatch(ctx context.Context, tx pgx.Tx, a statement.Args, 
 		}
 		b.newest = nil
 	}
-	return pr.arch.prove(ctx, tx, b)
+	return pr.aids.arch.prove(ctx, tx, b)
 }
 
 // sameAge reports whether two ages as pgx reads them (a time, or a number of Unix time) are

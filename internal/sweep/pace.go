@@ -15,7 +15,7 @@ import (
 // blind is the load the budgets hold back. Shutdown ends the wait; the caller's next stop
 // check says so.
 func (pr *passRun) pace() (wire.StopReason, error) {
-	if pr.pacing == nil {
+	if pr.aids.pacing == nil {
 		return "", nil
 	}
 	var q pace.Querier = pr.r.cfg.Pool
@@ -23,7 +23,7 @@ func (pr *passRun) pace() (wire.StopReason, error) {
 		q = pr.conn
 	}
 	began := pr.r.cfg.Now()
-	w, err := pr.pacing.Wait(pr.ctx, q, pr.deadline)
+	w, err := pr.aids.pacing.Wait(pr.ctx, q, pr.deadline)
 	pr.throttled(pace.CauseActiveSessions, began, w.ActiveSessions)
 	pr.throttled(pace.CauseWALRate, began.Add(w.ActiveSessions), w.WALRate)
 	var critical *pace.CriticalError
@@ -38,7 +38,7 @@ func (pr *passRun) pace() (wire.StopReason, error) {
 	// The wait priced the last batch's rows: the next batch is held to them now, not one batch
 	// later as adapt would (a heap range is, being sized in blocks there).
 	if pr.at.path != PathHeap {
-		pr.at.size = min(pr.at.size, max(pr.r.cfg.Settings.MinBatchSize, pr.pacing.MaxRows(pr.at.size)))
+		pr.at.size = min(pr.at.size, max(pr.r.cfg.Settings.MinBatchSize, pr.aids.pacing.MaxRows(pr.at.size)))
 	}
 	return "", nil
 }

@@ -42,13 +42,20 @@ type passRun struct {
 	// pool (which resets its session) when the pass ends, not after every batch, whose reset
 	// would cost a round trip and the server's time per batch.
 	conn *pgxpool.Conn
-	// arch moves the rows, for a pass with archive_to; nil otherwise.
-	arch *archiver
-	// cascade counts what the schema's ON DELETE keys did, for a pass with cascades; nil otherwise.
-	cascade *cascadeCounter
+	// aids are what goes along with each batch of the pass.
+	aids batchAids
 	// at is where the pass stands on its access path, and the size of its next batch.
 	at position
-	// pacing holds the pass to the pacer's budgets; nil when they are off.
+}
+
+// batchAids are what goes along with each batch of a pass, each nil where the pass has no use
+// for it.
+type batchAids struct {
+	// arch moves the rows, for a pass with archive_to.
+	arch *archiver
+	// cascade counts what the schema's ON DELETE keys did, for a pass with cascades.
+	cascade *cascadeCounter
+	// pacing holds the pass to the pacer's budgets, where they are on.
 	pacing *pace.Pass
 }
 
@@ -65,7 +72,7 @@ type runKey struct {
 func (pr *passRun) run() (wire.PassResult, error) {
 	defer pr.releaseConn()
 	pr.out = wire.PassResult{Pass: pr.p.Name, Children: childRows(pr.p.DeleteWith, make([]int64, len(pr.p.DeleteWith)))}
-	pr.pacing = pr.r.cfg.Pacer.Pass(pr.log)
+	pr.aids.pacing = pr.r.cfg.Pacer.Pass(pr.log)
 	if err := pr.prepare(); err != nil {
 		pr.out.StopReason = wire.StopBatchError
 		return pr.out, err
@@ -110,7 +117,7 @@ func (pr *passRun) prepare() error {
 		if err != nil {
 			return fmt.Errorf("prepare the archive: %w", err)
 		}
-		pr.arch = arch
+		pr.aids.arch = arch
 	}
 	if err := pr.prepareCascades(); err != nil {
 		return fmt.Errorf("read the tables of cascades: %w", err)
@@ -169,7 +176,7 @@ func (pr *passRun) recordedBatch() (batchResult, time.Duration, error) {
 	b, err := pr.batch(a)
 	took := pr.r.cfg.Now().Sub(began)
 	deleted, processed := pr.rows(b)
-	span.End(trace.Result{Rows: deleted, Processed: processed, Archived: pr.arch.archived(b), Duration: took, Err: err})
+	span.End(trace.Result{Rows: deleted, Processed: processed, Archived: pr.aids.arch.archived(b), Duration: took, Err: err})
 	pr.out.BatchCount++
 	if b.retried {
 		pr.out.LockRetries++
@@ -178,7 +185,7 @@ func (pr *passRun) recordedBatch() (batchResult, time.Duration, error) {
 	// Each batch's size and duration, at debug level: the metric's histogram only buckets
 	// them, and tuning BATCH_TARGET (or make bench's p99 and longest transaction) needs them.
 	pr.log.Debug("sweep batch", "pass", pr.p.Name, "batch", pr.out.BatchCount, "path", pr.at.path, "size", a.Limit,
-		"blocks", b.blocks, "deleted", deleted, "processed", processed, "archived", pr.arch.archived(b), "took_ms", float64(took.Microseconds())/1000,
+		"blocks", b.blocks, "deleted", deleted, "processed", processed, "archived", pr.aids.arch.archived(b), "took_ms", float64(took.Microseconds())/1000,
 		"retried", b.retried, "failed", err != nil)
 	return b, took, err
 }
@@ -203,8 +210,8 @@ func (pr *passRun) tally(b batchResult) {
 		pr.out.Children[i].Rows += c
 	}
 	pr.countRows(deleted, b.children)
-	pr.pacing.Batch(b.n)
-	if a := pr.arch.archived(b); a > 0 {
+	pr.aids.pacing.Batch(b.n)
+	if a := pr.aids.arch.archived(b); a > 0 {
 		pr.out.Archived += a
 		pr.r.cfg.Metrics.RowsArchived(pr.of.sweep, pr.p.Name, a)
 	}
@@ -233,7 +240,7 @@ func (pr *passRun) choosePath() error {
 func (pr *passRun) adapt(b batchResult, took time.Duration) {
 	s := pr.r.cfg.Settings
 	// The WAL rate caps a batch at the rows whose WAL fits the pacer's burst.
-	hi := max(s.MinBatchSize, pr.pacing.MaxRows(s.MaxBatchSize))
+	hi := max(s.MinBatchSize, pr.aids.pacing.MaxRows(s.MaxBatchSize))
 	if pr.at.path != PathHeap {
 		pr.at.size = nextSize(pr.at.size, took, s.BatchTarget, s.MinBatchSize, hi)
 		return
