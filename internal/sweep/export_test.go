@@ -23,3 +23,6 @@ func HeapBatchSQL(p policy.Pass, capped bool) string {
 	}
 	return statement.Build(p, statement.Instant).Unlocked.Heap.SQL
 }
+
+// ReadFingerprint is a run's fingerprint read: in a read-only transaction under timeouts t.
+var ReadFingerprint = readFingerprint

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
@@ -98,14 +99,24 @@ func (pr *passRun) readFingerprint() (statement.Fingerprint, error) {
 	s := pr.r.cfg.Settings
 	ctx, cancel := context.WithTimeout(pr.db, s.StatementTimeout)
 	defer cancel()
+	return readFingerprint(ctx, pr.r.cfg.Pool, statement.Timeouts{Statement: s.StatementTimeout, Lock: s.LockTimeout}, pr.p)
+}
+
+// readFingerprint is passRun.readFingerprint on db, under timeouts t.
+func readFingerprint(ctx context.Context, db txBeginner, t statement.Timeouts, p policy.Pass) (statement.Fingerprint, error) {
 	var f statement.Fingerprint
-	err := pgx.BeginTxFunc(ctx, pr.r.cfg.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := (statement.Timeouts{Statement: s.StatementTimeout, Lock: s.LockTimeout}).Set(ctx, tx); err != nil {
+	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := t.Set(ctx, tx); err != nil {
 			return err
 		}
 		var err error
-		f, err = statement.ReadFingerprint(ctx, tx, pr.p)
+		f, err = statement.ReadFingerprint(ctx, tx, p)
 		return err
 	})
 	return f, err
+}
+
+// txBeginner is what a transaction begins on: a pool or one of its connections.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
