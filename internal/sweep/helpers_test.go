@@ -97,20 +97,7 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 // ANALYZE, bounded.
 func analyze(t *testing.T, pool *pgxpool.Pool, sql string) {
 	t.Helper()
-	const pgstatInterval = 500 * time.Millisecond
-	v14 := count(t, pool, "SELECT current_setting('server_version_num')::int") < 150000
-	flush := "SELECT pg_stat_force_next_flush()"
-	if v14 {
-		flush = "SELECT 1"
-		time.Sleep(pgstatInterval + 10*time.Millisecond)
-	}
-	for _, c := range pool.AcquireAllIdle(ctx) {
-		_, err := c.Exec(ctx, flush)
-		c.Release()
-		if err != nil {
-			t.Fatalf("flush the statistics: %v", err)
-		}
-	}
+	v14 := flushStats(t, pool)
 	began := dbNow(t, pool)
 	exec(t, pool, sql)
 	if !v14 {
@@ -130,6 +117,30 @@ func analyze(t *testing.T, pool *pgxpool.Pool, sql string) {
 		}
 		time.Sleep(pgstatInterval / 5)
 	}
+}
+
+// pgstatInterval is PostgreSQL 14's PGSTAT_STAT_INTERVAL: how long a backend keeps its counts,
+// and how old a statistics file its collector may answer from.
+const pgstatInterval = 500 * time.Millisecond
+
+// flushStats has every idle connection of pool report its statistics, as analyze says, and
+// answers whether the server is PostgreSQL 14, whose collector takes them asynchronously.
+func flushStats(t *testing.T, pool *pgxpool.Pool) (v14 bool) {
+	t.Helper()
+	v14 = count(t, pool, "SELECT current_setting('server_version_num')::int") < 150000
+	flush := "SELECT pg_stat_force_next_flush()"
+	if v14 {
+		flush = "SELECT 1"
+		time.Sleep(pgstatInterval + 10*time.Millisecond)
+	}
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		_, err := c.Exec(ctx, flush)
+		c.Release()
+		if err != nil {
+			t.Fatalf("flush the statistics: %v", err)
+		}
+	}
+	return v14
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
