@@ -130,31 +130,7 @@ func monolithic(query, cutoffQuery string) setupFunc {
 
 // orderedBatches is B with batches of size rows, until a batch comes back short. It commits
 // synchronously, as those tools do: the server's default.
-func orderedBatches(size int) setupFunc {
-	return sqlSetup(cutoffSQL, func(ctx context.Context, c *pgx.Conn, cutoff []any) (outcome, error) {
-		var o outcome
-		began := time.Now()
-		for {
-			t0 := time.Now()
-			var n int64
-			err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-				tag, err := tx.Exec(ctx, orderedBatchSQL, cutoff[0], size)
-				n = tag.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return o, fmt.Errorf("batch %d: %w", len(o.batches)+1, err)
-			}
-			o.batches = append(o.batches, batch{size: size, rows: n, took: time.Since(t0)})
-			o.deleted += n
-			if n < int64(size) {
-				break
-			}
-		}
-		o.elapsed = time.Since(began)
-		return o, nil
-	})
-}
+func orderedBatches(size int) setupFunc { return windowedBatches(size, 0) }
 
 // round is each contestant once, after the idle baseline when the run has a foreground.
 type round struct {

@@ -143,12 +143,13 @@ func (b *bench) idleFor(ctx context.Context, tpl string, d time.Duration) ([]tim
 	return o.fg, o.foreign, err
 }
 
-// windowedBatches is B, stopped after window if rows are left: the loop of other tools.
+// windowedBatches is B, stopped after window (0: never) if rows are left: the loop of other
+// tools, committing synchronously, as they do.
 func windowedBatches(size int, window time.Duration) setupFunc {
 	return sqlSetup(cutoffSQL, func(ctx context.Context, c *pgx.Conn, cutoff []any) (outcome, error) {
 		var o outcome
 		began := time.Now()
-		for time.Since(began) < window {
+		for window == 0 || time.Since(began) < window {
 			t0 := time.Now()
 			var n int64
 			err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
