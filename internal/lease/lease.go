@@ -58,14 +58,16 @@ var ErrHeld = errors.New("lease held")
 // gone, in one statement. The conflict update's WHERE makes the row come back only to the winner:
 // a live holder's row is left alone and RETURNING yields nothing. Concurrent inserts of one label
 // serialise on the primary key. The row keeps the holding session's pid and backend start ($4
-// and $5, or the acquiring session's when they are NULL); a
-// session another role's, whose start pg_stat_activity hides without pg_read_all_stats, counts as
-// alive while its pid is there. The last column is the replaced owner when its TTL had not ended.
+// and $5); a session another role's, whose start pg_stat_activity hides without
+// pg_read_all_stats, counts as alive while its pid is there. The statement reads
+// pg_stat_activity only in the conflict's WHERE, after the row lock: a backend reads the activity
+// of all sessions once per transaction, and a read before the wait would not see a holder whose
+// session began meanwhile, and take its lease. The last column is the replaced owner when its TTL
+// had not ended.
 const acquireSQL = `
 WITH prior AS (SELECT owner, locked_until FROM sweeprail.sweep_lock WHERE label = $1)
 INSERT INTO sweeprail.sweep_lock AS l (label, owner, locked_at, locked_until, holder_pid, holder_started)
-VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', coalesce($4::int, pg_backend_pid()),
-        coalesce($5::timestamptz, (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())))
+VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', $4::int, $5::timestamptz)
 ON CONFLICT (label) DO UPDATE
    SET owner = EXCLUDED.owner, locked_at = EXCLUDED.locked_at, locked_until = EXCLUDED.locked_until,
        holder_pid = EXCLUDED.holder_pid, holder_started = EXCLUDED.holder_started
@@ -105,12 +107,14 @@ func acquire(ctx context.Context, db Querier, label string, ttl time.Duration, s
 		return nil, fmt.Errorf("acquire lease %q: new owner: %w", label, err)
 	}
 	l := &Lease{Label: label, Owner: owner}
-	var pid *int32
-	var started *time.Time
-	if s != nil {
-		pid, started = &s.PID, &s.Started
+	if s == nil {
+		// The acquiring session holds it: read in a statement of its own (see acquireSQL).
+		s = &Session{}
+		if err := db.QueryRow(ctx, `SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&s.PID, &s.Started); err != nil {
+			return nil, fmt.Errorf("acquire lease %q: read the session: %w", label, err)
+		}
 	}
-	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds(), pid, started).Scan(&l.LockedAt, &l.LockedUntil, &l.TookOver)
+	err = db.QueryRow(ctx, acquireSQL, label, owner, ttl.Microseconds(), s.PID, s.Started).Scan(&l.LockedAt, &l.LockedUntil, &l.TookOver)
 	if errors.Is(err, pgx.ErrNoRows) {
 		h, herr := holder(ctx, db, label)
 		if herr != nil {
