@@ -12,9 +12,9 @@ import (
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
-// TestBatchSettings: every batch transaction runs under its own timeouts, commit mode and
-// custom plans (a generic plan of the prepared batch statement can be the wrong one; see
-// Runner.batch), set locally, so the pool's connections come back with the server's defaults.
+// TestBatchSettings: every batch transaction runs under its own timeouts, commit mode, custom
+// plans (a generic plan of the prepared batch statement can be the wrong one; see
+// Runner.batch) and no JIT (sql/transaction.sql), set locally, so the pool's connections come back with the server's defaults.
 // A batch commits asynchronously unless Settings.SyncCommit asks it to wait for its own WAL
 // flush. A per-row function reads the settings from inside the batch.
 func TestBatchSettings(t *testing.T) {
@@ -32,11 +32,11 @@ func TestBatchSettings(t *testing.T) {
 			pool := dbtest.Pool(t)
 			exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
 			exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,
-				lock_timeout text, idle_timeout text)`)
+				lock_timeout text, idle_timeout text, jit text)`)
 			exec(t, pool, `CREATE FUNCTION probe_settings(k bigint) RETURNS boolean LANGUAGE sql AS $$
 				INSERT INTO probe_seen VALUES (current_setting('plan_cache_mode'), current_setting('synchronous_commit'),
 					current_setting('statement_timeout'), current_setting('lock_timeout'),
-					current_setting('idle_in_transaction_session_timeout'));
+					current_setting('idle_in_transaction_session_timeout'), current_setting('jit'));
 				DELETE FROM probe WHERE id = k;
 				SELECT true $$`)
 			exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
@@ -51,20 +51,21 @@ func TestBatchSettings(t *testing.T) {
 			if res := run(t, r, "probe"); res.Processed != 1 || res.Deleted != 0 || res.Error != nil {
 				t.Fatalf("processed %d, deleted %d, error %+v; want 1 key processed", res.Processed, res.Deleted, res.Error)
 			}
-			var plan, commit, stmt, lock, idle string
-			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle); err != nil {
+			var plan, commit, stmt, lock, idle, jit string
+			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle, &jit); err != nil {
 				t.Fatal(err)
 			}
-			if plan != "force_custom_plan" || commit != tc.wantCommit || stmt != "5s" || lock != "2s" || idle != "10s" {
+			if plan != "force_custom_plan" || commit != tc.wantCommit || stmt != "5s" || lock != "2s" || idle != "10s" || jit != "off" {
 				t.Errorf("inside the batch: plan_cache_mode %s, synchronous_commit %s, statement_timeout %s, lock_timeout %s, "+
-					"idle_in_transaction_session_timeout %s; want force_custom_plan, %s, 5s, 2s, 10s", plan, commit, stmt, lock, idle, tc.wantCommit)
+					"idle_in_transaction_session_timeout %s, jit %s; want force_custom_plan, %s, 5s, 2s, 10s, off",
+					plan, commit, stmt, lock, idle, jit, tc.wantCommit)
 			}
 			// SET LOCAL: gone with the transaction.
-			if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')`).Scan(&plan, &commit); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit'), current_setting('jit')`).Scan(&plan, &commit, &jit); err != nil {
 				t.Fatal(err)
 			}
-			if plan != "auto" || commit != "on" {
-				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s; want the defaults auto, on", plan, commit)
+			if plan != "auto" || commit != "on" || jit != "on" {
+				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s, jit %s; want the defaults auto, on, on", plan, commit, jit)
 			}
 		})
 	}

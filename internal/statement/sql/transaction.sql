@@ -23,6 +23,10 @@
 
   Ordered (the index path) prices out sorts and sequential scans: its bound reads the age index
   in order, a batch of entries, and its range of ages is read through the index.
+
+  jit off: a batch's statements run for milliseconds, and compiling them (inlining, optimizing)
+  costs a hundred or more; the prices that rule out sorts and scans lift every index-path plan
+  past jit_above_cost, so with JIT on each batch paid that compile, several times its own work.
 */}}
 {{define "begin" -}}
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
@@ -33,7 +37,8 @@ SET LOCAL statement_timeout = {{.StatementTimeoutMs}};
 SET LOCAL lock_timeout = {{.LockTimeoutMs}};
 SET LOCAL idle_in_transaction_session_timeout = {{.IdleTimeoutMs}};
 SET LOCAL synchronous_commit = {{if .SyncCommit}}on{{else}}off{{end}};
-SET LOCAL plan_cache_mode = force_custom_plan
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off
 {{- if .Ordered}};
 SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off

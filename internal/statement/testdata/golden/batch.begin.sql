@@ -9,6 +9,7 @@ SET LOCAL lock_timeout = 50;
 SET LOCAL idle_in_transaction_session_timeout = 10000;
 SET LOCAL synchronous_commit = off;
 SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off;
 
 -- a batch's transaction, index path, with BATCH_SYNC_COMMIT (or archiving), after a held row lock
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
@@ -21,6 +22,7 @@ SET LOCAL lock_timeout = 2000;
 SET LOCAL idle_in_transaction_session_timeout = 10000;
 SET LOCAL synchronous_commit = on;
 SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off;
 SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off;
 
