@@ -184,9 +184,13 @@ func TestPassWaitWAL(t *testing.T) {
 	p := pace.New(pace.Config{Limits: pace.Limits{WALRate: rate}, Now: clock.now, Sleep: clock.sleep})
 	ps := p.Pass(nil)
 	until := clock.now().Add(time.Minute)
+	// The WAL is the whole server's, which the tests of other packages write to as well: the
+	// positions read around the pacer's own reads bound what it can have measured.
+	beforeMark := walInsertLSN(t, pool)
 	if w, err := ps.Wait(ctx, pool, until); err != nil || w.WALRate != 0 {
 		t.Fatalf("first Wait = %+v, %v; want no wait: it only marks the WAL position", w, err)
 	}
+	afterMark := walInsertLSN(t, pool)
 	if got := ps.MaxRows(50000); got != 50000 {
 		t.Fatalf("MaxRows before any batch = %d, want the bound", got)
 	}
@@ -194,17 +198,23 @@ func TestPassWaitWAL(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE ballast AS SELECT repeat(md5(g::text), 30) AS pad FROM generate_series(1, 1500) g`); err != nil {
 		t.Fatal(err)
 	}
-	ps.Batch(1500)
-	// The WAL is the whole server's, which the tests of other packages write to as well: what
-	// they write from here on bounds the last wait below.
+	const rows = 1500
+	ps.Batch(rows)
 	from := walInsertLSN(t, pool)
 	w, err := ps.Wait(ctx, pool, until)
 	if err != nil || w.WALRate < 900*time.Millisecond || w.ActiveSessions != 0 {
 		t.Fatalf("Wait after 1.5 MiB at 1 MiB/s = %+v, %v; want about a second on the WAL rate", w, err)
 	}
-	// A row cost about 1 kB: a batch's WAL stays within an eighth of the second's budget.
-	if got := ps.MaxRows(50000); got < 50 || got > 200 {
-		t.Fatalf("MaxRows after rows of about 1 kB = %d, want about %d", got, rate/8/1000)
+	// A row cost about 1 kB, plus whatever other writers wrote meanwhile: a batch's WAL stays
+	// within an eighth of the second's budget at the cost the pacer measured.
+	cheapest := float64(from-afterMark) / rows
+	dearest := float64(walInsertLSN(t, pool)-beforeMark) / rows
+	lo, hi := int(rate/8/dearest), int(rate/8/cheapest)+1
+	if cheapest < 960 {
+		t.Fatalf("the ballast cost %.0f bytes a row, want at least its 960 bytes of padding", cheapest)
+	}
+	if got := ps.MaxRows(50000); got < lo || got > hi {
+		t.Fatalf("MaxRows after rows of %.0f to %.0f bytes = %d, want %d to %d", cheapest, dearest, got, lo, hi)
 	}
 	w, err = ps.Wait(ctx, pool, until)
 	others := time.Duration(float64(walInsertLSN(t, pool)-from) / rate * float64(time.Second))
