@@ -105,7 +105,13 @@ FROM generate_series(1, $1::int) i`, fresh)
 	req := signed{path: "/internal/sweep-audit-archive", body: fmt.Sprintf(`{"batchSize": %d}`, batch)}.request(t, first.url)
 	answered := make(chan answer, 1)
 	go func() { answered <- send(req) }()
+	// A run that answers first (its budget spent, a batch failed) is a failure, not a wait.
 	waitFor(t, "the run to hold its lease and archive three batches", 15*time.Second, func() bool {
+		select {
+		case a := <-answered:
+			t.Fatalf("the run answered before it archived three batches: HTTP %d %v: %s", a.status, a.err, a.body)
+		default:
+		}
 		return scalar[int64](t, pool, `SELECT count(*) FROM sweeprail.sweep_lock WHERE label = 'audit-archive'`) == 1 &&
 			scalar[int64](t, coldPool, `SELECT count(*) FROM audit_log_archive`) >= 3*batch
 	})
