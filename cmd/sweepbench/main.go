@@ -183,9 +183,10 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 	return s, nil
 }
 
-// frontierTableRows is the frontier's -rows default: 20.8M eligible rows, more than any contestant but
-// the defaults deletes in a 30 s window on 2 cores, so each drain lasts the window beside the
-// foreground, on a table some 13 times the bench cluster's shared_buffers. About 25 minutes.
+// frontierTableRows is the frontier's -rows default: 20.8M eligible rows, more than any
+// contestant but the defaults deletes in a 30 s window on 2 cores, so each drain lasts the window
+// beside the foreground, on a table some 13 times the bench cluster's shared_buffers. About 25
+// minutes.
 const frontierTableRows = 26_000_000
 
 // defaultWindow is the frontier's -window: 12,000 foreground operations per contestant and round.

@@ -209,10 +209,10 @@ func TestPassWaitWAL(t *testing.T) {
 	// within an eighth of the second's budget at the cost the pacer measured.
 	cheapest := float64(from-afterMark) / rows
 	dearest := float64(walInsertLSN(t, pool)-beforeMark) / rows
-	lo, hi := int(rate/8/dearest), int(rate/8/cheapest)+1
 	if cheapest < 960 {
 		t.Fatalf("the ballast cost %.0f bytes a row, want at least its 960 bytes of padding", cheapest)
 	}
+	lo, hi := int(rate/8/dearest), int(rate/8/cheapest)+1
 	if got := ps.MaxRows(50000); got < lo || got > hi {
 		t.Fatalf("MaxRows after rows of %.0f to %.0f bytes = %d, want %d to %d", cheapest, dearest, got, lo, hi)
 	}

@@ -14,7 +14,8 @@ import (
 
 // TestBatchSettings: every batch transaction runs under its own timeouts, commit mode, custom
 // plans (a generic plan of the prepared batch statement can be the wrong one; see
-// Runner.batch) and no JIT (sql/transaction.sql), set locally, so the pool's connections come back with the server's defaults.
+// Runner.batch) and no JIT (sql/transaction.sql), set locally, so the pool's connections come
+// back with the server's defaults.
 // A batch commits asynchronously unless Settings.SyncCommit asks it to wait for its own WAL
 // flush. A per-row function reads the settings from inside the batch.
 func TestBatchSettings(t *testing.T) {
