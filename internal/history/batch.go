@@ -29,17 +29,56 @@ ON CONFLICT (run_id, pass, batch) DO NOTHING`
   SELECT ctid FROM sweeprail.run_batch WHERE recorded_at < now() - make_interval(secs => $1) ORDER BY recorded_at LIMIT $2))`
 )
 
-// RecordBatch writes batch's record in tx, the batch's own transaction, so that it commits
-// exactly when the batch does. A nil Store records nothing.
-func (s *Store) RecordBatch(ctx context.Context, tx pgx.Tx, runID, pass string, batch int, rows int64) error {
+// CommitBatch writes batch's record in tx, the batch's own transaction, so that it commits
+// exactly when the batch does, and commits tx: both in one round trip, since a batch beside
+// live traffic lasts a millisecond or two and a round trip is a tenth of that. The record's
+// refusal is a "record the batch" error, and tx is left for the caller to roll back; any other
+// error is a *CommitError. A nil Store records nothing and only commits.
+//
+// tx is committed by a COMMIT of its own, so pgx still takes it for open: tx must be begun on a
+// connection the caller holds (a pool's transaction would never give its connection back), and
+// the caller must not roll it back after a nil error, which would cost a round trip.
+func (s *Store) CommitBatch(ctx context.Context, tx pgx.Tx, runID, pass string, batch int, rows int64) error {
 	if s == nil {
+		if err := tx.Commit(ctx); err != nil {
+			return &CommitError{Err: err}
+		}
 		return nil
 	}
-	if _, err := tx.Exec(ctx, recordBatch, runID, pass, batch, rows); err != nil {
-		return fmt.Errorf("record the batch: %w", err)
+	b := &pgx.Batch{}
+	b.Queue(recordBatch, runID, pass, batch, rows)
+	b.Queue("COMMIT")
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			return fmt.Errorf("record the batch: %w", err)
+		}
+		return &CommitError{Err: err}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && tag.String() != "COMMIT" {
+		// An aborted transaction's COMMIT answers ROLLBACK.
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		return &CommitError{Err: err}
 	}
 	return nil
 }
+
+// CommitError is a batch's failed COMMIT. When Err is the server's own (a deferred constraint, a
+// serialization failure) the batch rolled back; otherwise its outcome is the server's to tell
+// (Outcome).
+type CommitError struct{ Err error }
+
+func (e *CommitError) Error() string { return "commit: " + e.Err.Error() }
+
+func (e *CommitError) Unwrap() error { return e.Err }
 
 // Outcome settles whether a batch whose COMMIT's reply was lost committed, on a connection of
 // the pool's own: BatchCommitted or BatchRolledBack, final either way. A batch whose

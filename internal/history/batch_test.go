@@ -2,8 +2,11 @@ package history_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
@@ -18,14 +21,18 @@ func TestBatchRecords(t *testing.T) {
 	pool := dbtest.Pool(t)
 	store := history.New(pool, 24*time.Hour)
 	const run = "00000000-0000-0000-0000-0000000000aa"
-	tx, err := pool.Begin(ctx)
+	// CommitBatch commits with a COMMIT of its own, so a pool's transaction would never give its
+	// connection back: the batch runs on a connection held for it, as a pass's are.
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.RecordBatch(ctx, tx, run, "read", 1, 100); err != nil {
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := store.CommitBatch(ctx, tx, run, "read", 1, 100); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -66,5 +73,71 @@ func TestBatchRecords(t *testing.T) {
 	}
 	if len(left) != 1 || left[0] != 2 {
 		t.Fatalf("records left %v, want batch 2's only: the old one pruned", left)
+	}
+}
+
+// TestCommitBatch checks how a pipelined record and commit fail: the record's refusal is not
+// the commit's (the transaction is left open, aborted, for the caller to roll back), and a
+// commit the server refuses is a *CommitError over the server's error.
+func TestCommitBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	store := history.New(pool, 24*time.Hour)
+	const run = "00000000-0000-0000-0000-0000000000bb"
+	if _, err := pool.Exec(ctx, `CREATE TABLE parent (id int PRIMARY KEY);
+CREATE TABLE child (parent_id int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		// in runs in the transaction before CommitBatch.
+		in     string
+		batch  int
+		record bool
+		commit bool
+		status byte
+	}{
+		{"recorded and committed", "SELECT 1", 1, false, false, 'I'},
+		{"a record the table refuses leaves the transaction to roll back", "SELECT 1", 1, true, false, 'E'},
+		{"a commit the server refuses is the commit's error", "INSERT INTO child VALUES (1)", 2, false, true, 'I'},
+	}
+	// In order: the second records the first's batch again.
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			err = store.CommitBatch(ctx, tx, run, "read", tc.batch, 10)
+			var cerr *history.CommitError
+			var pgErr *pgconn.PgError
+			switch {
+			case tc.record && (err == nil || errors.As(err, &cerr) || !errors.As(err, &pgErr) || pgErr.Code != "23505"):
+				t.Errorf("CommitBatch = %v, want the record's unique violation, not a commit error", err)
+			case tc.commit && (!errors.As(err, &cerr) || !errors.As(err, &pgErr) || pgErr.Code != "23503"):
+				t.Errorf("CommitBatch = %v, want a *CommitError over the deferred key's violation", err)
+			case !tc.record && !tc.commit && err != nil:
+				t.Errorf("CommitBatch = %v", err)
+			}
+			if got := conn.Conn().PgConn().TxStatus(); got != tc.status {
+				t.Errorf("transaction status %q after CommitBatch, want %q", got, tc.status)
+			}
+			if tc.status != 'I' {
+				_ = tx.Rollback(ctx)
+			}
+		})
+	}
+	got, err := store.Outcome(ctx, run, "read", 2, 10)
+	if err != nil || got != wire.BatchRolledBack {
+		t.Fatalf("the refused commit's batch: %s %v, want rolled back", got, err)
 	}
 }

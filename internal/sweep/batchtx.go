@@ -2,17 +2,20 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/statement"
 )
 
 // inTx runs fn in one batch transaction under the batch settings, lockTimeout as its lock timeout,
 // writes the record of b, the batch fn leaves there, in it (so that the record commits exactly
-// when the batch does), and commits it. A COMMIT whose reply is lost is settled (lostCommit). ordered prices out sorts and sequential scans, for the index path: left to its
+// when the batch does), and commits it. A COMMIT whose reply is lost is settled (lostCommit).
+// ordered prices out sorts and sequential scans, for the index path: left to its
 // estimates the planner may read and sort every remaining eligible row for a LIMIT, each batch
 // (docs/BENCHMARKS.md measured it on a 1% backlog scattered over 5M rows).
 func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult, fn func(ctx context.Context, tx pgx.Tx) error) error {
@@ -44,16 +47,30 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after commit
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the batch's error is the one to report
+		}
+	}()
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
-	if err := pr.r.cfg.History.RecordBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n); err != nil {
+	err = pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n)
+	var cerr *history.CommitError
+	switch {
+	case errors.As(err, &cerr):
+		// The server ended the transaction, or the connection is gone, unless the failure was
+		// the client's own; then the transaction ends here, before the runner asks how it ended.
+		if pc := tx.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the commit's error is the one to report
+		}
+		committed = true
+		return pr.lostCommit(*b, cerr)
+	case err != nil:
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return pr.lostCommit(*b, err)
-	}
+	committed = true
 	return nil
 }
 

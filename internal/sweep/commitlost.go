@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/wire"
 )
 
@@ -46,11 +47,12 @@ func (pr *passRun) batchNumber() int { return pr.of.batchBase + pr.out.BatchCoun
 // failure left the outcome with the server, and the runner asks it, on a connection of the
 // pool's own, whether the batch's record is there. That question is bounded by the statement
 // timeout: when it cannot be answered, the outcome is unknown, and the next run settles it.
-func (pr *passRun) lostCommit(b batchResult, err error) error {
+func (pr *passRun) lostCommit(b batchResult, cerr *history.CommitError) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) || pr.r.cfg.History == nil {
-		return fmt.Errorf("commit: %w", err)
+	if errors.As(cerr, &pgErr) || pr.r.cfg.History == nil {
+		return cerr
 	}
+	err := cerr.Err
 	lost := wire.LostCommit{Batch: pr.batchNumber(), Rows: b.n}
 	ctx, cancel := context.WithTimeout(pr.db, pr.r.cfg.Settings.StatementTimeout)
 	defer cancel()
