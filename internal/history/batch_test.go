@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/history"
@@ -21,17 +23,7 @@ func TestBatchRecords(t *testing.T) {
 	pool := dbtest.Pool(t)
 	store := history.New(pool, 24*time.Hour)
 	const run = "00000000-0000-0000-0000-0000000000aa"
-	// CommitBatch commits with a COMMIT of its own, so a pool's transaction would never give its
-	// connection back: the batch runs on a connection held for it, as a pass's are.
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tx := batchTx(t, pool)
 	if err := store.CommitBatch(ctx, tx, run, "read", 1, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -105,19 +97,11 @@ CREATE TABLE child (parent_id int REFERENCES parent DEFERRABLE INITIALLY DEFERRE
 	// In order: the second records the first's batch again.
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn, tx := batchTx(t, pool)
 			if _, err := tx.Exec(ctx, tc.in); err != nil {
 				t.Fatal(err)
 			}
-			err = store.CommitBatch(ctx, tx, run, "read", tc.batch, 10)
+			err := store.CommitBatch(ctx, tx, run, "read", tc.batch, 10)
 			var cerr *history.CommitError
 			var pgErr *pgconn.PgError
 			switch {
@@ -140,4 +124,22 @@ CREATE TABLE child (parent_id int REFERENCES parent DEFERRABLE INITIALLY DEFERRE
 	if err != nil || got != wire.BatchRolledBack {
 		t.Fatalf("the refused commit's batch: %s %v, want rolled back", got, err)
 	}
+}
+
+// batchTx begins a transaction on a connection held for it until the test ends, as a pass's
+// batches run: CommitBatch commits with a COMMIT of its own, so a pool's transaction would never
+// give its connection back.
+func batchTx(t *testing.T, pool *pgxpool.Pool) (*pgxpool.Conn, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, tx
 }

@@ -47,31 +47,26 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	committed := false
-	defer func() {
-		if !committed {
+	// end rolls tx back while the server holds it open. It reads the connection, not pgx's tx,
+	// which CommitBatch's own COMMIT leaves taken for open: after a commit it costs nothing.
+	end := func() {
+		if pc := tx.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
 			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the batch's error is the one to report
 		}
-	}()
+	}
+	defer end()
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
 	err = pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n)
 	var cerr *history.CommitError
-	switch {
-	case errors.As(err, &cerr):
-		// The server ended the transaction, or the connection is gone, unless the failure was
-		// the client's own; then the transaction ends here, before the runner asks how it ended.
-		if pc := tx.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
-			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the commit's error is the one to report
-		}
-		committed = true
+	if errors.As(err, &cerr) {
+		// A failure of the client's own may leave the transaction open: it ends before the
+		// runner asks how it ended, or the question would wait for it.
+		end()
 		return pr.lostCommit(*b, cerr)
-	case err != nil:
-		return err
 	}
-	committed = true
-	return nil
+	return err
 }
 
 // releaseConn gives the pass's connection back to the pool, if it holds one.
