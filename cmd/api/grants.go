@@ -17,8 +17,9 @@ const grantsUsage = "usage: api grants [--role NAME] [file]  (no file: SWEEP_POL
 
 // grants runs `api grants [--role NAME] [file]`: it prints the least privileges the API's role
 // needs for the policy serve would load (or file): on sweeprail's own objects, on each swept and
-// guard table, on each per-row function, and pg_monitor when the replica-lag throttle or the
-// active sessions' limit is set. It needs no database: run its output as the objects' owner.
+// guard table, on each per-row function, pg_monitor when the replica-lag throttle or the
+// active sessions' limit is set, and the right to set wal_compression when
+// BATCH_WAL_COMPRESSION is. It needs no database: run its output as the objects' owner.
 func grants(args []string, environ map[string]string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("grants", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -63,6 +64,10 @@ func grants(args []string, environ map[string]string, stdout, stderr io.Writer) 
 	}
 	if lag || sessions {
 		fmt.Fprintf(stdout, "GRANT pg_monitor TO %s;\n", r)
+	}
+	if environ["BATCH_WAL_COMPRESSION"] != "" {
+		fmt.Fprintln(stdout, "-- BATCH_WAL_COMPRESSION: setting wal_compression in each batch (PostgreSQL 15 and later; before, only a superuser may).")
+		fmt.Fprintf(stdout, "GRANT SET ON PARAMETER wal_compression TO %s;\n", r)
 	}
 	return nil
 }

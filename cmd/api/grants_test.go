@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -137,6 +138,55 @@ func TestGrants(t *testing.T) {
 		if status != http.StatusInternalServerError || res.Error == nil || res.Error.Code != "42501" || !strings.Contains(res.Error.Message, "notifications") {
 			t.Fatalf("without DELETE: %d %+v (error %+v), want 500 batch-error 42501 naming notifications", status, res, res.Error)
 		}
+	})
+
+	// BATCH_WAL_COMPRESSION: the role needs the right to set wal_compression, a superuser's
+	// setting; without it the boot is refused, naming the variable and the grant, rather than
+	// every batch failing; with the grant api grants prints, the API boots.
+	t.Run("BATCH_WAL_COMPRESSION refused at boot without its grant, served with it", func(t *testing.T) {
+		role := "sweeper_" + randomHex(t)
+		u, admin, exec := withRole(t, role)
+		env := map[string]string{"BATCH_WAL_COMPRESSION": "on"}
+		out := grantsFor(t, env, "--role", role, policyFile)
+		if !strings.Contains(out, "GRANT SET ON PARAMETER wal_compression TO \""+role+"\";\n") {
+			t.Fatalf("grants lack the right to set wal_compression:\n%s", out)
+		}
+		if strings.Contains(grantsFor(t, map[string]string{}, policyFile), "wal_compression") {
+			t.Error("the right to set wal_compression granted without BATCH_WAL_COMPRESSION")
+		}
+		var version int
+		if err := admin.QueryRow(context.Background(), `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+			t.Fatal(err)
+		}
+		statements := sqlStatements(out)
+		if version < 150000 {
+			// PostgreSQL 14 has no parameter privileges: only a superuser sets wal_compression.
+			statements = slices.DeleteFunc(statements, func(s string) bool { return strings.Contains(s, "ON PARAMETER") })
+		}
+		var parameter string
+		for _, stmt := range statements {
+			if strings.Contains(stmt, "ON PARAMETER") {
+				parameter = stmt
+				continue
+			}
+			exec(stmt)
+		}
+		serveEnv := map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
+			"SWEEP_POLICY_FILE": policyFile, "LISTEN_ADDR": "127.0.0.1:0", "BATCH_WAL_COMPRESSION": "on"}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var stdout, stderr syncBuffer
+		err := serve(ctx, nil, serveEnv, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "BATCH_WAL_COMPRESSION=on") ||
+			!strings.Contains(err.Error(), "GRANT SET ON PARAMETER wal_compression") {
+			t.Fatalf("serve without the grant = %v, want a refusal naming BATCH_WAL_COMPRESSION=on and the grant", err)
+		}
+		if parameter == "" {
+			t.Skip("PostgreSQL 14: no GRANT SET ON PARAMETER to serve with")
+		}
+		exec(parameter)
+		t.Cleanup(func() { exec(`REVOKE SET ON PARAMETER wal_compression FROM ` + role) })
+		startServe(t, serveEnv)
 	})
 
 	// A partitions pass on a table the role does not own: the drop function api grants prints,

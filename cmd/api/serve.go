@@ -188,6 +188,9 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkBatchSettings(ctx, cfg, runner); err != nil {
+		return nil, nil, err
+	}
 
 	// Runs get a context of their own, cancelled once the listener is closed: shutdown must reach
 	// the runs, and the signal's context must not, or a run would stop before the server stopped
@@ -236,6 +239,20 @@ func newPacer(ctx context.Context, cfg config.API, pool *pgxpool.Pool, logger *s
 	return pacer, nil
 }
 
+// checkBatchSettings refuses boot when BATCH_WAL_COMPRESSION names a wal_compression the server
+// refuses in a batch's transaction: every batch would fail on it.
+func checkBatchSettings(ctx context.Context, cfg config.API, runner *sweep.Runner) error {
+	if cfg.BatchWALCompression == "" {
+		return nil
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, cfg.BatchStatementTimeout)
+	defer cancel()
+	if err := runner.CheckBatchSettings(checkCtx); err != nil {
+		return fmt.Errorf("BATCH_WAL_COMPRESSION=%s: %w", cfg.BatchWALCompression, err)
+	}
+	return nil
+}
+
 // listen opens the API's listener and the status page (STATUS_ADDR, off unless set: a listener
 // and a pool of its own), then says where each listens. The API's listener is the server's to
 // close once it serves.
@@ -253,7 +270,8 @@ func listen(ctx context.Context, cfg config.API, environ map[string]string, spec
 	open.push(statusSrv.close)
 	logger.Info("listening", "addr", ln.Addr().String(), "sweeps", len(specs),
 		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String(),
-		"batch_target", cfg.BatchTarget.String(), "batch_sync_commit", cfg.BatchSyncCommit)
+		"batch_target", cfg.BatchTarget.String(), "batch_sync_commit", cfg.BatchSyncCommit,
+		"batch_wal_compression", string(cfg.BatchWALCompression))
 	// The actual address, for LISTEN_ADDR=:0: a test or a script reads the port from this line.
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	statusSrv.announce(stdout, logger)
@@ -381,6 +399,7 @@ func sweepSettings(cfg config.API) sweep.Settings {
 		MaxBatchSize:     adaptiveMaxBatchSize,
 		BatchTarget:      cfg.BatchTarget,
 		SyncCommit:       cfg.BatchSyncCommit,
+		WALCompression:   string(cfg.BatchWALCompression),
 		MaxBatches:       cfg.MaxBatches,
 		Pause:            cfg.BatchPause,
 	}

@@ -124,6 +124,10 @@ type API struct {
 	// application's commits do, instead of leaving that flush to whichever commit comes next:
 	// beside live traffic, that next commit is the application's (docs/CRON.md).
 	BatchSyncCommit bool `env:"BATCH_SYNC_COMMIT" envDefault:"false"`
+	// BatchWALCompression sets wal_compression in each batch's transaction: a drain's WAL is
+	// mostly the full-page images of the pages it is the first to change after a checkpoint, and
+	// compressed they take about two thirds of the room; empty or unset keeps the server's.
+	BatchWALCompression WALCompression `env:"BATCH_WAL_COMPRESSION" empty:"unset"`
 	// MaxBatches caps the batches of one pass in one run.
 	MaxBatches int `env:"MAX_BATCHES" envDefault:"1000"`
 	// BatchPause is slept between batches; 0 for none.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -114,6 +115,25 @@ func (l *LogLevel) UnmarshalText(b []byte) error {
 
 // Level returns l as a slog.Level, for a handler's options.
 func (l LogLevel) Level() slog.Level { return slog.Level(l) }
+
+// WALCompression is BATCH_WAL_COMPRESSION, a value of PostgreSQL's wal_compression; empty keeps
+// the server's.
+type WALCompression string
+
+// The methods wal_compression takes: off and on on every supported server (on is pglz), and from
+// PostgreSQL 15 the method by name, each only where the server was built with it.
+var walCompressions = []string{"off", "on", "pglz", "lz4", "zstd"}
+
+// UnmarshalText accepts exactly one of walCompressions, in any case. The value is written into
+// each batch's SET LOCAL, so nothing but these keywords may reach it.
+func (w *WALCompression) UnmarshalText(b []byte) error {
+	v := strings.ToLower(string(b))
+	if !slices.Contains(walCompressions, v) {
+		return fmt.Errorf("invalid wal_compression %q: want off, on, pglz, lz4 or zstd", b)
+	}
+	*w = WALCompression(v)
+	return nil
+}
 
 // Days is a duration written as ParseDays reads it: "90d" or "2160h".
 type Days time.Duration

@@ -3,6 +3,8 @@ package statement
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +20,22 @@ type BatchTransaction struct {
 	SyncCommit bool
 	// Ordered prices out sorts and sequential scans, for the index path.
 	Ordered bool
+	// WALCompression is the batch's wal_compression, one of WALCompressions; empty keeps the
+	// server's.
+	WALCompression string
+}
+
+// WALCompressions are the values BatchTransaction.WALCompression takes, keywords of
+// wal_compression written into the batch's SET LOCAL as they are.
+var WALCompressions = []string{"off", "on", "pglz", "lz4", "zstd"}
+
+// Check refuses a WALCompression other than empty or one of WALCompressions: the value is
+// written into SQL, so nothing else may reach Begin.
+func (b BatchTransaction) Check() error {
+	if b.WALCompression != "" && !slices.Contains(WALCompressions, b.WALCompression) {
+		return fmt.Errorf("wal_compression %q: want one of %s", b.WALCompression, strings.Join(WALCompressions, ", "))
+	}
+	return nil
 }
 
 // Begin is the statements that begin the transaction, for pgx.TxOptions.BeginQuery: sent
@@ -26,7 +44,8 @@ func (b BatchTransaction) Begin() string {
 	return render("begin", struct {
 		StatementTimeoutMs, LockTimeoutMs, IdleTimeoutMs int64
 		SyncCommit, Ordered                              bool
-	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered})
+		WALCompression                                   string
+	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered, b.WALCompression})
 }
 
 // Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a

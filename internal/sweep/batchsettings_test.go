@@ -1,6 +1,7 @@
 package sweep_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -17,27 +18,33 @@ import (
 // Runner.batch) and no JIT (sql/transaction.sql), set locally, so the pool's connections come
 // back with the server's defaults.
 // A batch commits asynchronously unless Settings.SyncCommit asks it to wait for its own WAL
-// flush. A per-row function reads the settings from inside the batch.
+// flush, and keeps the server's wal_compression unless Settings.WALCompression names one. A
+// per-row function reads the settings from inside the batch.
 func TestBatchSettings(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name       string
-		syncCommit bool
-		wantCommit string
+		name        string
+		syncCommit  bool
+		compression string
+		wantCommit  string
+		// wantWAL is wal_compression as the batch shows it: on is pglz from PostgreSQL 15.
+		wantWAL []string
 	}{
-		{"by default, asynchronous commit", false, "off"},
-		{"with SyncCommit, synchronous commit", true, "on"},
+		{"by default, asynchronous commit and the server's WAL compression", false, "", "off", []string{"off"}},
+		{"with SyncCommit, synchronous commit", true, "", "on", []string{"off"}},
+		{"with WALCompression, the batch's WAL compression", false, "on", "off", []string{"on", "pglz"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool := dbtest.Pool(t)
 			exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
 			exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,
-				lock_timeout text, idle_timeout text, jit text)`)
+				lock_timeout text, idle_timeout text, jit text, wal_compression text)`)
 			exec(t, pool, `CREATE FUNCTION probe_settings(k bigint) RETURNS boolean LANGUAGE sql AS $$
 				INSERT INTO probe_seen VALUES (current_setting('plan_cache_mode'), current_setting('synchronous_commit'),
 					current_setting('statement_timeout'), current_setting('lock_timeout'),
-					current_setting('idle_in_transaction_session_timeout'), current_setting('jit'));
+					current_setting('idle_in_transaction_session_timeout'), current_setting('jit'),
+					current_setting('wal_compression'));
 				DELETE FROM probe WHERE id = k;
 				SELECT true $$`)
 			exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
@@ -47,14 +54,17 @@ func TestBatchSettings(t *testing.T) {
 				Mode: policy.ModePerRow, Function: "probe_settings",
 			}}}}
 			st := settings()
-			st.SyncCommit = tc.syncCommit
+			st.SyncCommit, st.WALCompression = tc.syncCommit, tc.compression
 			r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: st})
 			if res := run(t, r, "probe"); res.Processed != 1 || res.Deleted != 0 || res.Error != nil {
 				t.Fatalf("processed %d, deleted %d, error %+v; want 1 key processed", res.Processed, res.Deleted, res.Error)
 			}
-			var plan, commit, stmt, lock, idle, jit string
-			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle, &jit); err != nil {
+			var plan, commit, stmt, lock, idle, jit, wal string
+			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle, &jit, &wal); err != nil {
 				t.Fatal(err)
+			}
+			if !slices.Contains(tc.wantWAL, wal) {
+				t.Errorf("inside the batch: wal_compression %s, want one of %v", wal, tc.wantWAL)
 			}
 			if plan != "force_custom_plan" || commit != tc.wantCommit || stmt != "5s" || lock != "2s" || idle != "10s" || jit != "off" {
 				t.Errorf("inside the batch: plan_cache_mode %s, synchronous_commit %s, statement_timeout %s, lock_timeout %s, "+
@@ -62,11 +72,13 @@ func TestBatchSettings(t *testing.T) {
 					plan, commit, stmt, lock, idle, jit, tc.wantCommit)
 			}
 			// SET LOCAL: gone with the transaction.
-			if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit'), current_setting('jit')`).Scan(&plan, &commit, &jit); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit'), current_setting('jit'),
+					current_setting('wal_compression')`).Scan(&plan, &commit, &jit, &wal); err != nil {
 				t.Fatal(err)
 			}
-			if plan != "auto" || commit != "on" || jit != "on" {
-				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s, jit %s; want the defaults auto, on, on", plan, commit, jit)
+			if plan != "auto" || commit != "on" || jit != "on" || wal != "off" {
+				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s, jit %s, wal_compression %s; want the defaults auto, on, on, off",
+					plan, commit, jit, wal)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sweeprail/sweeprail/internal/history"
 	"github.com/sweeprail/sweeprail/internal/statement"
@@ -41,8 +42,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 			pr.releaseConn()
 		}
 	}()
-	begin := statement.BatchTransaction{StatementTimeout: s.StatementTimeout, LockTimeout: lockTimeout,
-		IdleTimeout: 2 * s.StatementTimeout, SyncCommit: pr.aids.arch != nil || s.SyncCommit, Ordered: ordered}
+	begin := s.batchTransaction(lockTimeout, pr.aids.arch != nil, ordered)
 	tx, err := pr.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin.Begin()})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -75,4 +75,45 @@ func (pr *passRun) releaseConn() {
 		pr.conn.Release()
 		pr.conn = nil
 	}
+}
+
+// batchTransaction is how a batch begins under s: lockTimeout as its lock timeout, committing
+// with its own WAL flush when s asks or archiving does (an archive may be on another server).
+func (s Settings) batchTransaction(lockTimeout time.Duration, archiving, ordered bool) statement.BatchTransaction {
+	return statement.BatchTransaction{StatementTimeout: s.StatementTimeout, LockTimeout: lockTimeout,
+		IdleTimeout: 2 * s.StatementTimeout, SyncCommit: archiving || s.SyncCommit, Ordered: ordered,
+		WALCompression: s.WALCompression}
+}
+
+// ErrWALCompressionDenied means the role may not set wal_compression, a superuser's setting.
+var ErrWALCompressionDenied = errors.New("the role may not set wal_compression: GRANT SET ON PARAMETER wal_compression TO the role " +
+	"(PostgreSQL 15 and later; before that only a superuser may set it), or unset BATCH_WAL_COMPRESSION")
+
+// ErrWALCompressionUnknown means the server takes no such wal_compression: a method it was built
+// without, or a method by name on PostgreSQL 14, which takes on and off only.
+var ErrWALCompressionUnknown = errors.New("the server takes no such wal_compression (a method it was built without, " +
+	"or a method by name before PostgreSQL 15, which takes on or off): name another, or unset BATCH_WAL_COMPRESSION")
+
+// CheckBatchSettings begins one batch's transaction as a run would and rolls it back, so that the
+// API refuses to boot on settings the server refuses, rather than failing every batch: a
+// wal_compression the role may not set (ErrWALCompressionDenied) or the server does not know
+// (ErrWALCompressionUnknown). PostgreSQL's errors are read by SQLSTATE.
+func (r *Runner) CheckBatchSettings(ctx context.Context) error {
+	s := r.cfg.Settings
+	c, err := r.cfg.Pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection: %w", err)
+	}
+	defer c.Release()
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.batchTransaction(s.LockTimeout, false, false).Begin()})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+		return fmt.Errorf("begin a batch's transaction: wal_compression = %s: %w", s.WALCompression, ErrWALCompressionDenied)
+	case errors.As(err, &pgErr) && pgErr.Code == "22023": // invalid_parameter_value
+		return fmt.Errorf("begin a batch's transaction: wal_compression = %s: %w", s.WALCompression, ErrWALCompressionUnknown)
+	case err != nil:
+		return fmt.Errorf("begin a batch's transaction: %w", err)
+	}
+	return tx.Rollback(ctx)
 }

@@ -147,6 +147,9 @@ func (c Config) check() error {
 	if s.MaxBatches < 1 {
 		bad("max batches %d must be at least 1", s.MaxBatches)
 	}
+	if err := s.batchTransaction(s.LockTimeout, false, false).Check(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := policy.Validate(c.Specs); err != nil {
 		errs = append(errs, err)
 	}

@@ -24,6 +24,11 @@
   Ordered (the index path) prices out sorts and sequential scans: its bound reads the age index
   in order, a batch of entries, and its range of ages is read through the index.
 
+  wal_compression, when BATCH_WAL_COMPRESSION names it: a drain is the first to change most pages
+  it passes since the last checkpoint, so most of its WAL is their full-page images, which lz4
+  or zstd write in a half to two thirds of the room. The setting is the superuser's: the role
+  needs GRANT SET ON PARAMETER (PostgreSQL 15 and later), which the API's boot probes.
+
   jit off: a batch's statements run for milliseconds, and compiling them (inlining, optimizing)
   costs a hundred or more; the prices that rule out sorts and scans lift every index-path plan
   past jit_above_cost, so with JIT on each batch paid that compile, several times its own work.
@@ -39,6 +44,9 @@ SET LOCAL idle_in_transaction_session_timeout = {{.IdleTimeoutMs}};
 SET LOCAL synchronous_commit = {{if .SyncCommit}}on{{else}}off{{end}};
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off
+{{- if .WALCompression}};
+SET LOCAL wal_compression = {{.WALCompression}}
+{{- end}}
 {{- if .Ordered}};
 SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off

@@ -1,0 +1,41 @@
+package statement
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBatchTransactionCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"unset", "", true},
+		{"lz4", "lz4", true},
+		{"zstd", "zstd", true},
+		{"pglz", "pglz", true},
+		{"on", "on", true},
+		{"off", "off", true},
+		// Config writes the keyword lower; anything else is no keyword of the engine's.
+		{"upper case", "LZ4", false},
+		{"a statement behind it", "lz4; DROP TABLE t", false},
+		{"quoted", "'lz4'", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := BatchTransaction{StatementTimeout: time.Second, LockTimeout: time.Second, IdleTimeout: time.Second, WALCompression: tc.value}
+			err := b.Check()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Check() = %v, want ok %t", err, tc.ok)
+			}
+			if tc.ok {
+				return
+			}
+			if !strings.Contains(err.Error(), "want one of off, on, pglz, lz4, zstd") {
+				t.Errorf("Check() = %q: does not name the values it takes", err)
+			}
+		})
+	}
+}
