@@ -11,30 +11,42 @@ import (
 )
 
 // The frontier run: on the dense notifications table, each contestant (B, the rail at its
-// defaults, at 1 ms batches and under MAX_WAL_RATE of 8, 16 and 32 MiB/s) drains beside the
-// foreground for -window (30 s: 12,000 operations) or until nothing is left. Each p99 gets a
-// block-bootstrap 95% interval (frontier_stats.go); the server's WAL is sampled every 100 ms for
-// its one-second windows; frontier_report.go picks the gentle setting from them.
+// defaults, at 1 ms batches, under MAX_WAL_RATE of 8, 16 and 32 MiB/s, and 2 ms batches that
+// flush their own WAL, compressed, under 48 and 64 MiB/s) drains beside the foreground for
+// -window (30 s: 12,000 operations) or until nothing is left; the idle baseline is the
+// foreground alone for as long. Each p99 gets a block-bootstrap 95% interval
+// (frontier_stats.go); the server's WAL is sampled every 100 ms for its one-second windows;
+// frontier_report.go picks the gentle setting from them.
 
 // frontierSetting is one setting of the rail the frontier run measures: its key, the
-// environment it adds to the API's defaults, what it is, and its WAL budget (0: none).
+// environment it adds to the API's defaults, what it is, its WAL budget (0: none), and the
+// wal_compression method it names ("": none), without which the server refuses it.
 type frontierSetting struct {
 	key    string
 	env    []string
 	what   string
 	budget int64
+	method string
 }
 
 const mib = 1 << 20
 
 // frontierSettings are the rail's settings on the frontier, from the defaults to the gentlest.
 var frontierSettings = []frontierSetting{
-	{"C", nil, "defaults", 0},
-	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows", 0},
-	{"W32", []string{"MAX_WAL_RATE=32MiB"}, "at most 32 MiB/s of WAL", 32 * mib},
-	{"W16", []string{"MAX_WAL_RATE=16MiB"}, "at most 16 MiB/s of WAL", 16 * mib},
-	{"W8", []string{"MAX_WAL_RATE=8MiB"}, "at most 8 MiB/s of WAL", 8 * mib},
-	{"C·1 W16", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100", "MAX_WAL_RATE=16MiB"}, "1 ms batches, from 100 rows, at most 16 MiB/s of WAL", 16 * mib},
+	{"C", nil, "defaults", 0, ""},
+	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows", 0, ""},
+	{"W32", []string{"MAX_WAL_RATE=32MiB"}, "at most 32 MiB/s of WAL", 32 * mib, ""},
+	{"W16", []string{"MAX_WAL_RATE=16MiB"}, "at most 16 MiB/s of WAL", 16 * mib, ""},
+	{"W8", []string{"MAX_WAL_RATE=8MiB"}, "at most 8 MiB/s of WAL", 8 * mib, ""},
+	{"C·2 SZ W48", gentleEnv("48MiB"), "2 ms batches, each flushing its own WAL, lz4 page images, at most 48 MiB/s of WAL", 48 * mib, "lz4"},
+	{"C·2 SZ W64", gentleEnv("64MiB"), "2 ms batches, each flushing its own WAL, lz4 page images, at most 64 MiB/s of WAL", 64 * mib, "lz4"},
+}
+
+// gentleEnv is the gentle setting's environment at a WAL budget: 2 ms batches from 100 rows,
+// each waiting for its own WAL flush rather than leaving it to the foreground's next commit, its
+// full-page images compressed with lz4.
+func gentleEnv(budget string) []string {
+	return []string{"BATCH_TARGET=2ms", "BATCH_SIZE=100", "BATCH_SYNC_COMMIT=true", "BATCH_WAL_COMPRESSION=lz4", "MAX_WAL_RATE=" + budget}
 }
 
 // The frontier's targets: a setting's foreground p99 (its interval's upper end) within
@@ -75,7 +87,15 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 	// One run of the rail, as long as the window: the budget ends it, or the backlog does, never
 	// the batch cap (1 ms batches reach the default's 1000 in a few seconds).
 	windowEnv := []string{"SWEEP_DEADLINE=" + res.window.String(), "MAX_BATCHES=1000000"}
+	methods, err := b.walCompressions(ctx)
+	if err != nil {
+		return res, err
+	}
 	for i, s := range frontierSettings {
+		if s.method != "" && !slices.Contains(methods, s.method) {
+			b.logf("frontier: %s left out: the server takes no wal_compression %s (it takes %s)", s.key, s.method, strings.Join(methods, ", "))
+			continue
+		}
 		name := "the rail, " + s.what
 		if len(s.env) > 0 {
 			name += ": `" + strings.Join(s.env, " ") + "`"
@@ -91,8 +111,10 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 	for n := 1; n <= b.s.rounds; n++ {
 		what := fmt.Sprintf("frontier round %d", n)
 		rd := round{n: n}
-		b.logf("%s: foreground alone for %s (the idle baseline)", what, res.window/2)
-		if rd.baseline, rd.baselineForeign, err = b.idleFor(ctx, tpl, res.window/2); err != nil {
+		// As long as a contestant's window: the idle p99 the targets divide by is estimated
+		// from as many operations as the p99s divided.
+		b.logf("%s: foreground alone for %s (the idle baseline)", what, res.window)
+		if rd.baseline, rd.baselineForeign, err = b.idleFor(ctx, tpl, res.window); err != nil {
 			return res, err
 		}
 		for _, c := range contestants {
@@ -105,6 +127,17 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		res.rounds = append(res.rounds, rd)
 	}
 	return res, b.drop(ctx, tpl)
+}
+
+// walCompressions are the wal_compression values the server takes: PostgreSQL 14's is a
+// boolean; from 15 it lists the methods the server was built with.
+func (b *bench) walCompressions(ctx context.Context) ([]string, error) {
+	var methods []string
+	err := b.admin.QueryRow(ctx, `SELECT coalesce(enumvals, '{on,off}') FROM pg_settings WHERE name = 'wal_compression'`).Scan(&methods)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's wal_compression methods: %w", err)
+	}
+	return methods, nil
 }
 
 // onceSetup makes a rail contestant stop after one sweepcron run, truncated or not: the window
