@@ -77,7 +77,11 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 	}
 	res := frontierResult{rows: b.s.rows, batchSize: defaults.BatchSize, window: b.s.window,
 		budgets: map[string]int64{}, walRates: map[string][]float64{}}
-	tpl, eligible, err := b.template(ctx, dense, b.s.rows)
+	seed := b.template
+	if b.s.keepTemplate {
+		seed = b.keptTemplate
+	}
+	tpl, eligible, err := seed(ctx, dense, b.s.rows)
 	if err != nil {
 		return res, err
 	}
@@ -125,6 +129,9 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 			rd.contestants = append(rd.contestants, o)
 		}
 		res.rounds = append(res.rounds, rd)
+	}
+	if b.s.keepTemplate {
+		return res, nil
 	}
 	return res, b.drop(ctx, tpl)
 }

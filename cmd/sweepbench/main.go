@@ -47,6 +47,8 @@ type settings struct {
 	roundsCap int
 	// window is how long the frontier run lets each contestant drain beside the foreground.
 	window time.Duration
+	// keepTemplate keeps the frontier's seeded table for the next run, and reuses one kept.
+	keepTemplate bool
 }
 
 // runDef is one subcommand: what it measures, which flags it takes, and the run itself, which
@@ -162,6 +164,7 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 	}
 	if def.window {
 		fs.DurationVar(&s.window, "window", defaultWindow, "how long each contestant drains beside the foreground, at most (10s..110s)")
+		fs.BoolVar(&s.keepTemplate, "keep-template", false, "keep the seeded table for the next run with these -rows, and reuse one a run before kept")
 	}
 	if def.variant {
 		fs.Var((*envList)(&s.variantEnv), "variant-env", `"KEY=VALUE …": adds C′, the rail with these API settings`)

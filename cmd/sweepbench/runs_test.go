@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -198,6 +199,41 @@ func TestRuns(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
+		}
+	})
+
+	// -keep-template: the second run reuses the table the first kept, migrated, not seeded again.
+	t.Run("frontier keeps its template", func(t *testing.T) {
+		b := newTestBench(t, settings{run: "frontier", rows: 10_000, rounds: 1, window: 10 * time.Second, keepTemplate: true})
+		name, seeded, err := b.keptTemplate(t.Context(), dense, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.drop(context.Background(), name) })
+		c, err := pgx.Connect(t.Context(), b.dbURL(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Exec(t.Context(), `CREATE TABLE kept_mark ()`)
+		c.Close(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, kept, err := b.keptTemplate(t.Context(), dense, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var marked bool
+		if err := b.admin.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, again).Scan(&marked); err != nil || !marked {
+			t.Fatalf("the template %s is gone (%v)", again, err)
+		}
+		c, err = pgx.Connect(t.Context(), b.dbURL(again))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		if err := c.QueryRow(t.Context(), `SELECT to_regclass('kept_mark') IS NOT NULL`).Scan(&marked); err != nil || !marked || kept != seeded {
+			t.Errorf("second run: template %s, mark kept %t (%v), %d eligible; want %s reused as it was, %d eligible", again, marked, err, kept, name, seeded)
 		}
 	})
 

@@ -95,19 +95,57 @@ func (b *bench) createMigrated(ctx context.Context, name string, flags ...string
 	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)); err != nil {
 		return nil, fmt.Errorf("create %s: %w", name, err)
 	}
-	u := b.dbURL(name)
-	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), append([]string{"migrate", "up"}, flags...)...)
-	mig.Env = []string{"DATABASE_URL=" + u}
-	if out, err := mig.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("api migrate up: %w\n%s", err, out)
+	if err := b.migrate(ctx, name, flags...); err != nil {
+		return nil, err
 	}
-	return pgx.Connect(ctx, u)
+	return pgx.Connect(ctx, b.dbURL(name))
 }
+
+// migrate runs `api migrate up` with flags on database name.
+func (b *bench) migrate(ctx context.Context, name string, flags ...string) error {
+	mig := exec.CommandContext(ctx, filepath.Join(b.s.binDir, "api"), append([]string{"migrate", "up"}, flags...)...)
+	mig.Env = []string{"DATABASE_URL=" + b.dbURL(name)}
+	if out, err := mig.CombinedOutput(); err != nil {
+		return fmt.Errorf("api migrate up: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// keptTemplate is template, reusing the template a run with -keep-template left, migrated up
+// to this build: seeding the frontier's 26M rows takes minutes of every run.
+func (b *bench) keptTemplate(ctx context.Context, t tableSpec, rows int) (string, int64, error) {
+	name := templateName(t, rows)
+	var kept bool
+	if err := b.admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&kept); err != nil {
+		return "", 0, fmt.Errorf("look for a kept %s: %w", name, err)
+	}
+	if !kept {
+		return b.template(ctx, t, rows)
+	}
+	if err := b.migrate(ctx, name, "--demo"); err != nil {
+		return "", 0, err
+	}
+	conn, err := pgx.Connect(ctx, b.dbURL(name))
+	if err != nil {
+		return "", 0, err
+	}
+	// The template must have no session when it is copied.
+	defer conn.Close(context.WithoutCancel(ctx))
+	var eligible int64
+	if err := conn.QueryRow(ctx, t.eligibles).Scan(&eligible); err != nil {
+		return "", 0, fmt.Errorf("count eligible: %w", err)
+	}
+	b.logf("%s: kept by a run before, %d eligible", name, eligible)
+	return name, eligible, nil
+}
+
+// templateName names the template of t with rows rows.
+func templateName(t tableSpec, rows int) string { return fmt.Sprintf("sweepbench_%s_%d", t.name, rows) }
 
 // template builds the seeded, migrated, vacuumed template of t with rows rows, named after its
 // size, and returns its name and how many rows are eligible.
 func (b *bench) template(ctx context.Context, t tableSpec, rows int) (string, int64, error) {
-	name := fmt.Sprintf("sweepbench_%s_%d", t.name, rows)
+	name := templateName(t, rows)
 	conn, err := b.createMigrated(ctx, name, "--demo")
 	if err != nil {
 		return "", 0, err
