@@ -42,8 +42,8 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 			pr.releaseConn()
 		}
 	}()
-	begin := s.batchTransaction(lockTimeout, pr.aids.arch != nil, ordered)
-	tx, err := pr.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin.Begin()})
+	begin := pr.r.beginSQL(s.batchTransaction(lockTimeout, pr.aids.arch != nil, ordered))
+	tx, err := pr.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -83,6 +83,16 @@ func (s Settings) batchTransaction(lockTimeout time.Duration, archiving, ordered
 	return statement.BatchTransaction{StatementTimeout: s.StatementTimeout, LockTimeout: lockTimeout,
 		IdleTimeout: 2 * s.StatementTimeout, SyncCommit: archiving || s.SyncCommit, Ordered: ordered,
 		WALCompression: s.WALCompression}
+}
+
+// beginSQL is b.Begin(), rendered once per runner for each b.
+func (r *Runner) beginSQL(b statement.BatchTransaction) string {
+	if sql, ok := r.begins.Load(b); ok {
+		return sql.(string)
+	}
+	sql := b.Begin()
+	r.begins.Store(b, sql)
+	return sql
 }
 
 // ErrWALCompressionDenied means the role may not set wal_compression, a superuser's setting.

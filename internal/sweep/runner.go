@@ -89,6 +89,10 @@ type Runner struct {
 	// (archivelost.go): all of them for a runner without a history.
 	haltMu sync.Mutex
 	halts  map[string]history.Halt
+	// begins holds each batch transaction's rendered BEGIN (statement.BatchTransaction to
+	// string): a pass's batches begin alike, and rendering the template per batch was a
+	// measurable share of the API's CPU at thousands of batches a second.
+	begins sync.Map
 }
 
 // NewRunner returns a Runner built from cfg, or an error naming every field that would make a run
