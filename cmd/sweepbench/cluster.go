@@ -137,7 +137,10 @@ type machine struct {
 	cpu, memory                   string
 	pgVersion                     string
 	fsync, sharedBuffers, walBufs string
-	goVersion                     string
+	// minWAL and maxWAL are min_wal_size and max_wal_size: how much WAL a checkpoint recycles
+	// for the next burst, and how much triggers one.
+	minWAL, maxWAL string
+	goVersion      string
 }
 
 func readMachine(ctx context.Context, admin *pgx.Conn) (machine, error) {
@@ -158,8 +161,9 @@ func readMachine(ctx context.Context, admin *pgx.Conn) (machine, error) {
 		}
 	}
 	err := admin.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
-		current_setting('shared_buffers'), current_setting('wal_buffers')`).
-		Scan(&m.pgVersion, &m.fsync, &m.sharedBuffers, &m.walBufs)
+		current_setting('shared_buffers'), current_setting('wal_buffers'), current_setting('min_wal_size'),
+		current_setting('max_wal_size')`).
+		Scan(&m.pgVersion, &m.fsync, &m.sharedBuffers, &m.walBufs, &m.minWAL, &m.maxWAL)
 	if err != nil {
 		return m, fmt.Errorf("read server settings: %w", err)
 	}

@@ -23,8 +23,8 @@ func verdict(ok bool) string {
 }
 
 func (m machine) String() string {
-	return fmt.Sprintf("%d cores (%s), %s RAM; PostgreSQL %s (fsync %s, shared_buffers %s, wal_buffers %s); %s",
-		m.cores, m.cpu, m.memory, m.pgVersion, m.fsync, m.sharedBuffers, m.walBufs, m.goVersion)
+	return fmt.Sprintf("%d cores (%s), %s RAM; PostgreSQL %s (fsync %s, shared_buffers %s, wal_buffers %s, min_wal_size %s, max_wal_size %s); %s",
+		m.cores, m.cpu, m.memory, m.pgVersion, m.fsync, m.sharedBuffers, m.walBufs, m.minWAL, m.maxWAL, m.goVersion)
 }
 
 // generatedNote opens every report: the file is the run's, written whole, and docs/BENCHMARKS.md
