@@ -26,7 +26,7 @@
 
   wal_compression, when BATCH_WAL_COMPRESSION names it: a drain is the first to change most pages
   it passes since the last checkpoint, so most of its WAL is their full-page images, which lz4
-  or zstd write in a half to two thirds of the room. The setting is the superuser's: the role
+  or zstd write in about a half to three fifths of the room. The setting is the superuser's: the role
   needs GRANT SET ON PARAMETER (PostgreSQL 15 and later), which the API's boot probes.
 
   jit off: a batch's statements run for milliseconds, and compiling them (inlining, optimizing)
