@@ -120,15 +120,16 @@ func (l LogLevel) Level() slog.Level { return slog.Level(l) }
 // the server's.
 type WALCompression string
 
-// The methods wal_compression takes: off and on on every supported server (on is pglz), and from
-// PostgreSQL 15 the method by name, each only where the server was built with it.
-var walCompressions = []string{"off", "on", "pglz", "lz4", "zstd"}
+// WALCompressions are the values of wal_compression the rail writes into a batch's SET LOCAL:
+// off and on on every supported server (on is pglz), and from PostgreSQL 15 the method by name,
+// each only where the server was built with it.
+var WALCompressions = []string{"off", "on", "pglz", "lz4", "zstd"}
 
-// UnmarshalText accepts exactly one of walCompressions, in any case. The value is written into
+// UnmarshalText accepts exactly one of WALCompressions, in any case. The value is written into
 // each batch's SET LOCAL, so nothing but these keywords may reach it.
 func (w *WALCompression) UnmarshalText(b []byte) error {
 	v := strings.ToLower(string(b))
-	if !slices.Contains(walCompressions, v) {
+	if !slices.Contains(WALCompressions, v) {
 		return fmt.Errorf("invalid wal_compression %q: want off, on, pglz, lz4 or zstd", b)
 	}
 	*w = WALCompression(v)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sweeprail/sweeprail/internal/config"
 )
 
 // BatchTransaction is how a batch's transaction begins: its bounds, and the commit and planner
@@ -20,20 +22,16 @@ type BatchTransaction struct {
 	SyncCommit bool
 	// Ordered prices out sorts and sequential scans, for the index path.
 	Ordered bool
-	// WALCompression is the batch's wal_compression, one of WALCompressions; empty keeps the
-	// server's.
+	// WALCompression is the batch's wal_compression, one of config.WALCompressions; empty keeps
+	// the server's.
 	WALCompression string
 }
 
-// WALCompressions are the values BatchTransaction.WALCompression takes, keywords of
-// wal_compression written into the batch's SET LOCAL as they are.
-var WALCompressions = []string{"off", "on", "pglz", "lz4", "zstd"}
-
-// Check refuses a WALCompression other than empty or one of WALCompressions: the value is
-// written into SQL, so nothing else may reach Begin.
+// Check refuses a WALCompression other than empty or one of config.WALCompressions: the value
+// is written into SQL, so nothing else may reach Begin.
 func (b BatchTransaction) Check() error {
-	if b.WALCompression != "" && !slices.Contains(WALCompressions, b.WALCompression) {
-		return fmt.Errorf("wal_compression %q: want one of %s", b.WALCompression, strings.Join(WALCompressions, ", "))
+	if b.WALCompression != "" && !slices.Contains(config.WALCompressions, b.WALCompression) {
+		return fmt.Errorf("wal_compression %q: want one of %s", b.WALCompression, strings.Join(config.WALCompressions, ", "))
 	}
 	return nil
 }

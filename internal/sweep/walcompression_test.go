@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sweeprail/sweeprail/internal/config"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
-	"github.com/sweeprail/sweeprail/internal/statement"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
 
@@ -41,7 +41,7 @@ func TestCheckBatchSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 		missing := ""
-		for _, m := range statement.WALCompressions {
+		for _, m := range config.WALCompressions {
 			if !slices.Contains(takes, m) {
 				missing = m
 				break
