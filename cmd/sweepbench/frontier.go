@@ -12,35 +12,44 @@ import (
 
 // The frontier run: on the dense notifications table, each contestant (B, the rail at its
 // defaults, at 1 ms batches, under MAX_WAL_RATE of 8, 16 and 32 MiB/s, and batches that flush
-// their own WAL, compressed: 1 ms ones, and 2 ms ones under 48 and 64 MiB/s) drains beside the foreground for
-// -window (30 s: 12,000 operations) or until nothing is left; the idle baseline is the
-// foreground alone for as long. Each p99 gets a block-bootstrap 95% interval
+// their own WAL, compressed: 1 ms ones, and 2 ms ones under 48 and 64 MiB/s) drains beside the
+// foreground for -window (30 s: 12,000 operations) or until nothing is left; the idle baseline is
+// the foreground alone for as long. Each p99 gets a block-bootstrap 95% interval
 // (frontier_stats.go); the server's WAL is sampled every 100 ms for its one-second windows;
 // frontier_report.go picks the gentle setting from them.
 
 // frontierSetting is one setting of the rail the frontier run measures: its key, the
-// environment it adds to the API's defaults, what it is, its WAL budget (0: none), and the
-// wal_compression method it names ("": none), without which the server refuses it.
+// environment it adds to the API's defaults, what it is, and its WAL budget (0: none).
 type frontierSetting struct {
 	key    string
 	env    []string
 	what   string
 	budget int64
-	method string
+}
+
+// method is the wal_compression the setting's BATCH_WAL_COMPRESSION names, without which the
+// server refuses it; "" for none.
+func (s frontierSetting) method() string {
+	for _, kv := range s.env {
+		if m, ok := strings.CutPrefix(kv, "BATCH_WAL_COMPRESSION="); ok {
+			return m
+		}
+	}
+	return ""
 }
 
 const mib = 1 << 20
 
 // frontierSettings are the rail's settings on the frontier, from the defaults to the gentlest.
 var frontierSettings = []frontierSetting{
-	{"C", nil, "defaults", 0, ""},
-	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows", 0, ""},
-	{"W32", []string{"MAX_WAL_RATE=32MiB"}, "at most 32 MiB/s of WAL", 32 * mib, ""},
-	{"W16", []string{"MAX_WAL_RATE=16MiB"}, "at most 16 MiB/s of WAL", 16 * mib, ""},
-	{"W8", []string{"MAX_WAL_RATE=8MiB"}, "at most 8 MiB/s of WAL", 8 * mib, ""},
-	{"C·1 SZ", gentleEnv("1ms", ""), "1 ms batches, each flushing its own WAL, lz4 page images", 0, "lz4"},
-	{"C·2 SZ W48", gentleEnv("2ms", "48MiB"), "2 ms batches, each flushing its own WAL, lz4 page images, at most 48 MiB/s of WAL", 48 * mib, "lz4"},
-	{"C·2 SZ W64", gentleEnv("2ms", "64MiB"), "2 ms batches, each flushing its own WAL, lz4 page images, at most 64 MiB/s of WAL", 64 * mib, "lz4"},
+	{"C", nil, "defaults", 0},
+	{"C·1", []string{"BATCH_TARGET=1ms", "BATCH_SIZE=100"}, "1 ms batches, from 100 rows", 0},
+	{"W32", []string{"MAX_WAL_RATE=32MiB"}, "at most 32 MiB/s of WAL", 32 * mib},
+	{"W16", []string{"MAX_WAL_RATE=16MiB"}, "at most 16 MiB/s of WAL", 16 * mib},
+	{"W8", []string{"MAX_WAL_RATE=8MiB"}, "at most 8 MiB/s of WAL", 8 * mib},
+	{"C·1 SZ", gentleEnv("1ms", ""), "1 ms batches, each flushing its own WAL, lz4 page images", 0},
+	{"C·2 SZ W48", gentleEnv("2ms", "48MiB"), "2 ms batches, each flushing its own WAL, lz4 page images, at most 48 MiB/s of WAL", 48 * mib},
+	{"C·2 SZ W64", gentleEnv("2ms", "64MiB"), "2 ms batches, each flushing its own WAL, lz4 page images, at most 64 MiB/s of WAL", 64 * mib},
 }
 
 // gentleEnv is a gentle candidate's environment: batches of target from 100 rows, each waiting
@@ -101,8 +110,8 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		return res, err
 	}
 	for i, s := range frontierSettings {
-		if s.method != "" && !slices.Contains(methods, s.method) {
-			b.logf("frontier: %s left out: the server takes no wal_compression %s (it takes %s)", s.key, s.method, strings.Join(methods, ", "))
+		if m := s.method(); m != "" && !slices.Contains(methods, m) {
+			b.logf("frontier: %s left out: the server takes no wal_compression %s (it takes %s)", s.key, m, strings.Join(methods, ", "))
 			continue
 		}
 		name := "the rail, " + s.what
