@@ -58,7 +58,7 @@ type Settings struct {
 	// SyncCommit commits each batch with synchronous_commit on, waiting for its own WAL flush;
 	// off (the default), a batch leaves the flush to the next commit on the server.
 	SyncCommit bool
-	// WALCompression is each batch's wal_compression (statement.WALCompressions); empty keeps
+	// WALCompression is each batch's wal_compression (config.WALCompressions); empty keeps
 	// the server's.
 	WALCompression string
 	// MaxBatches caps the batches of one pass in one run.

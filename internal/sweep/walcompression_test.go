@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sweeprail/sweeprail/internal/config"
@@ -10,6 +11,18 @@ import (
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
 )
+
+// TestNewRunnerRefusesWALCompression: the value is written into each batch's SQL, so a runner
+// refuses one that is not a wal_compression keyword, whatever its caller checked before.
+func TestNewRunnerRefusesWALCompression(t *testing.T) {
+	t.Parallel()
+	st := settings()
+	st.WALCompression = "lz4; DROP TABLE notifications"
+	_, err := sweep.NewRunner(sweep.Config{Pool: dbtest.Pool(t), Specs: []policy.Spec{spec(t, "notifications")}, Settings: st})
+	if err == nil || !strings.Contains(err.Error(), `wal_compression "lz4; DROP TABLE notifications"`) {
+		t.Fatalf("NewRunner = %v, want a refusal naming the wal_compression", err)
+	}
+}
 
 // TestCheckBatchSettings: the boot's probe begins a batch's transaction as a run would, and names
 // what the server refuses in it by SQLSTATE: a wal_compression the role may not set (42501),
