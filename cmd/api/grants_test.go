@@ -189,6 +189,23 @@ func TestGrants(t *testing.T) {
 		startServe(t, serveEnv)
 	})
 
+	// BATCH_FLUSH_AFTER: backend_flush_after is any role's to set, so the grants name nothing
+	// for it and a role with only api grants' rights boots with it, the boot's probe passing.
+	t.Run("BATCH_FLUSH_AFTER served on api grants' rights alone", func(t *testing.T) {
+		role := "sweeper_" + randomHex(t)
+		u, _, exec := withRole(t, role)
+		env := map[string]string{"BATCH_FLUSH_AFTER": "256KiB"}
+		out := grantsFor(t, env, "--role", role, policyFile)
+		if strings.Contains(out, "backend_flush_after") {
+			t.Errorf("grants name backend_flush_after, which any role may set:\n%s", out)
+		}
+		for _, stmt := range sqlStatements(out) {
+			exec(stmt)
+		}
+		startServe(t, map[string]string{"DATABASE_URL": withUser(t, u, role, "change-me"), "INTERNAL_SIGNING_KEY": serveKey,
+			"SWEEP_POLICY_FILE": policyFile, "LISTEN_ADDR": "127.0.0.1:0", "BATCH_FLUSH_AFTER": "256KiB"})
+	})
+
 	// A partitions pass on a table the role does not own: the drop function api grants prints,
 	// created by the table's owner, lets the API drop the expired partitions on exactly those
 	// grants, and nothing more.

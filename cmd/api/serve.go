@@ -239,18 +239,24 @@ func newPacer(ctx context.Context, cfg config.API, pool *pgxpool.Pool, logger *s
 	return pacer, nil
 }
 
-// checkBatchSettings refuses boot when BATCH_WAL_COMPRESSION names a wal_compression the server
-// refuses in a batch's transaction: every batch would fail on it.
+// checkBatchSettings refuses boot when BATCH_WAL_COMPRESSION or BATCH_FLUSH_AFTER sets what the
+// server refuses in a batch's transaction, naming the variable: every batch would fail on it.
 func checkBatchSettings(ctx context.Context, cfg config.API, runner *sweep.Runner) error {
-	if cfg.BatchWALCompression == "" {
+	if cfg.BatchWALCompression == "" && cfg.BatchFlushAfter == 0 {
 		return nil
 	}
 	checkCtx, cancel := context.WithTimeout(ctx, cfg.BatchStatementTimeout)
 	defer cancel()
-	if err := runner.CheckBatchSettings(checkCtx); err != nil {
+	err := runner.CheckBatchSettings(checkCtx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sweep.ErrFlushAfterRefused):
+		return fmt.Errorf("BATCH_FLUSH_AFTER=%dKiB: %w", cfg.BatchFlushAfter>>10, err)
+	case errors.Is(err, sweep.ErrWALCompressionDenied), errors.Is(err, sweep.ErrWALCompressionUnknown):
 		return fmt.Errorf("BATCH_WAL_COMPRESSION=%s: %w", cfg.BatchWALCompression, err)
 	}
-	return nil
+	return fmt.Errorf("check the batch settings: %w", err)
 }
 
 // listen opens the API's listener and the status page (STATUS_ADDR, off unless set: a listener
@@ -271,7 +277,7 @@ func listen(ctx context.Context, cfg config.API, environ map[string]string, spec
 	logger.Info("listening", "addr", ln.Addr().String(), "sweeps", len(specs),
 		"write_timeout", cfg.ServerWriteTimeout.String(), "sweep_deadline", cfg.SweepDeadline.String(),
 		"batch_target", cfg.BatchTarget.String(), "batch_sync_commit", cfg.BatchSyncCommit,
-		"batch_wal_compression", string(cfg.BatchWALCompression))
+		"batch_wal_compression", string(cfg.BatchWALCompression), "batch_flush_after", int64(cfg.BatchFlushAfter))
 	// The actual address, for LISTEN_ADDR=:0: a test or a script reads the port from this line.
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	statusSrv.announce(stdout, logger)
@@ -400,6 +406,7 @@ func sweepSettings(cfg config.API) sweep.Settings {
 		BatchTarget:      cfg.BatchTarget,
 		SyncCommit:       cfg.BatchSyncCommit,
 		WALCompression:   string(cfg.BatchWALCompression),
+		FlushAfter:       int64(cfg.BatchFlushAfter),
 		MaxBatches:       cfg.MaxBatches,
 		Pause:            cfg.BatchPause,
 	}

@@ -58,6 +58,10 @@ const (
 	// second's budget, and below this even one batch of the default size writes more; a value
 	// that small is more often megabytes meant ("16") than bytes.
 	minWALRate = 1 << 20
+	// flushAfterUnit and maxFlushAfter bound BATCH_FLUSH_AFTER as PostgreSQL bounds
+	// backend_flush_after: whole pages of 8 KiB, at most 256 of them.
+	flushAfterUnit = 8 << 10
+	maxFlushAfter  = 2 << 20
 	// signatureResolution is the resolution of a signature's timestamp (unix seconds): a shorter
 	// replay window would refuse fresh requests at random.
 	signatureResolution = time.Second
@@ -128,6 +132,11 @@ type API struct {
 	// mostly the full-page images of the pages it is the first to change after a checkpoint, and
 	// lz4 writes them in about 0.6 of the room; empty or unset keeps the server's.
 	BatchWALCompression WALCompression `env:"BATCH_WAL_COMPRESSION" empty:"unset"`
+	// BatchFlushAfter sets backend_flush_after in each batch's transaction: once its backend has
+	// written that much of the pages a drain dirties, it asks the kernel to start writing them
+	// out, rather than leaving gigabytes for one writeback burst that stalls the application's
+	// commits; empty or unset keeps the server's (0, no hints, unless the server sets it).
+	BatchFlushAfter Size `env:"BATCH_FLUSH_AFTER" empty:"unset"`
 	// MaxBatches caps the batches of one pass in one run.
 	MaxBatches int `env:"MAX_BATCHES" envDefault:"1000"`
 	// BatchPause is slept between batches; 0 for none.

@@ -123,8 +123,9 @@ func TestGolden(t *testing.T) {
 		got := "-- a batch's transaction, heap path\n" + b.Begin() + ";\n\n"
 		b.SyncCommit, b.Ordered, b.LockTimeout = true, true, 2*time.Second
 		got += "-- a batch's transaction, index path, with BATCH_SYNC_COMMIT (or archiving), after a held row lock\n" + b.Begin() + ";\n"
-		b.Ordered, b.WALCompression = false, "lz4"
-		got += "\n-- a batch's transaction, heap path, with BATCH_SYNC_COMMIT and BATCH_WAL_COMPRESSION=lz4\n" + b.Begin() + ";\n"
+		b.Ordered, b.WALCompression, b.FlushAfter = false, "lz4", 256<<10
+		got += "\n-- a batch's transaction, heap path, with BATCH_SYNC_COMMIT, BATCH_WAL_COMPRESSION=lz4 and BATCH_FLUSH_AFTER=256KiB\n" +
+			b.Begin() + ";\n"
 		got += "\n-- a transaction that is no batch: the search_path, pg_temp last, and its statement and lock timeouts, or one of them\n" +
 			Timeouts{Statement: 10 * time.Second, Lock: 1500 * time.Microsecond}.SQL() + ";\n" +
 			Timeouts{Statement: 10 * time.Second}.SQL() + ";\n" + Timeouts{Lock: 2 * time.Second}.SQL() + ";\n"

@@ -25,13 +25,23 @@ type BatchTransaction struct {
 	// WALCompression is the batch's wal_compression, one of config.WALCompressions; empty keeps
 	// the server's.
 	WALCompression string
+	// FlushAfter is the batch's backend_flush_after in bytes, whole 8 KiB pages up to 2 MiB;
+	// zero keeps the server's.
+	FlushAfter int64
 }
 
-// Check refuses a WALCompression other than empty or one of config.WALCompressions: the value
-// is written into SQL, so nothing else may reach Begin.
+// maxFlushAfter is PostgreSQL's largest backend_flush_after: 256 pages of 8 KiB.
+const maxFlushAfter = 2 << 20
+
+// Check refuses a WALCompression other than empty or one of config.WALCompressions, and a
+// FlushAfter PostgreSQL would refuse or round: both are written into SQL, so nothing else may
+// reach Begin.
 func (b BatchTransaction) Check() error {
 	if b.WALCompression != "" && !slices.Contains(config.WALCompressions, b.WALCompression) {
 		return fmt.Errorf("wal_compression %q: want one of %s", b.WALCompression, strings.Join(config.WALCompressions, ", "))
+	}
+	if b.FlushAfter < 0 || b.FlushAfter > maxFlushAfter || b.FlushAfter%(8<<10) != 0 {
+		return fmt.Errorf("backend_flush_after %d bytes: want whole 8 KiB pages, at most 2 MiB", b.FlushAfter)
 	}
 	return nil
 }
@@ -43,7 +53,9 @@ func (b BatchTransaction) Begin() string {
 		StatementTimeoutMs, LockTimeoutMs, IdleTimeoutMs int64
 		SyncCommit, Ordered                              bool
 		WALCompression                                   string
-	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered, b.WALCompression})
+		FlushAfterKB                                     int64
+	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered, b.WALCompression,
+		b.FlushAfter >> 10})
 }
 
 // Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a

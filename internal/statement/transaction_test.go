@@ -39,3 +39,33 @@ func TestBatchTransactionCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestBatchTransactionCheckFlushAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		bytes int64
+		ok    bool
+	}{
+		{"unset", 0, true},
+		{"one page", 8 << 10, true},
+		{"256 KiB", 256 << 10, true},
+		{"PostgreSQL's largest, 2 MiB", 2 << 20, true},
+		// PostgreSQL would round a part of a page, and refuse past 256 pages.
+		{"part of a page", 12 << 10, false},
+		{"past 2 MiB", 2<<20 + 8<<10, false},
+		{"negative", -8 << 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := BatchTransaction{StatementTimeout: time.Second, LockTimeout: time.Second, IdleTimeout: time.Second, FlushAfter: tc.bytes}
+			err := b.Check()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Check() = %v, want ok %t", err, tc.ok)
+			}
+			if !tc.ok && !strings.Contains(err.Error(), "want whole 8 KiB pages, at most 2 MiB") {
+				t.Errorf("Check() = %q: does not say what it takes", err)
+			}
+		})
+	}
+}

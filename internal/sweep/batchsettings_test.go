@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,33 +19,37 @@ import (
 // Runner.batch) and no JIT (sql/transaction.sql), set locally, so the pool's connections come
 // back with the server's defaults.
 // A batch commits asynchronously unless Settings.SyncCommit asks it to wait for its own WAL
-// flush, and keeps the server's wal_compression unless Settings.WALCompression names one. A
-// per-row function reads the settings from inside the batch.
+// flush, and keeps the server's wal_compression and backend_flush_after unless
+// Settings.WALCompression and Settings.FlushAfter set them. A per-row function reads the
+// settings from inside the batch.
 func TestBatchSettings(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		syncCommit  bool
 		compression string
+		flushAfter  int64
 		wantCommit  string
 		// wantWAL is wal_compression as the batch shows it: on is pglz from PostgreSQL 15.
-		wantWAL []string
+		wantWAL   []string
+		wantFlush string
 	}{
-		{"by default, asynchronous commit and the server's WAL compression", false, "", "off", []string{"off"}},
-		{"with SyncCommit, synchronous commit", true, "", "on", []string{"off"}},
-		{"with WALCompression, the batch's WAL compression", false, "on", "off", []string{"on", "pglz"}},
+		{"by default, asynchronous commit and the server's WAL compression and flushing", false, "", 0, "off", []string{"off"}, "0"},
+		{"with SyncCommit, synchronous commit", true, "", 0, "on", []string{"off"}, "0"},
+		{"with WALCompression, the batch's WAL compression", false, "on", 0, "off", []string{"on", "pglz"}, "0"},
+		{"with FlushAfter, the batch's writeback hints", false, "", 256 << 10, "off", []string{"off"}, "256kB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool := dbtest.Pool(t)
 			exec(t, pool, `CREATE TABLE probe (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
 			exec(t, pool, `CREATE TABLE probe_seen (plan_cache_mode text, synchronous_commit text, statement_timeout text,
-				lock_timeout text, idle_timeout text, jit text, wal_compression text)`)
+				lock_timeout text, idle_timeout text, jit text, wal_compression text, backend_flush_after text)`)
 			exec(t, pool, `CREATE FUNCTION probe_settings(k bigint) RETURNS boolean LANGUAGE sql AS $$
 				INSERT INTO probe_seen VALUES (current_setting('plan_cache_mode'), current_setting('synchronous_commit'),
 					current_setting('statement_timeout'), current_setting('lock_timeout'),
 					current_setting('idle_in_transaction_session_timeout'), current_setting('jit'),
-					current_setting('wal_compression'));
+					current_setting('wal_compression'), current_setting('backend_flush_after'));
 				DELETE FROM probe WHERE id = k;
 				SELECT true $$`)
 			exec(t, pool, `INSERT INTO probe VALUES (1, now() - interval '2 days')`)
@@ -54,17 +59,20 @@ func TestBatchSettings(t *testing.T) {
 				Mode: policy.ModePerRow, Function: "probe_settings",
 			}}}}
 			st := settings()
-			st.SyncCommit, st.WALCompression = tc.syncCommit, tc.compression
+			st.SyncCommit, st.WALCompression, st.FlushAfter = tc.syncCommit, tc.compression, tc.flushAfter
 			r := newRunner(t, sweep.Config{Pool: pool, Specs: specs, Settings: st})
 			if res := run(t, r, "probe"); res.Processed != 1 || res.Deleted != 0 || res.Error != nil {
 				t.Fatalf("processed %d, deleted %d, error %+v; want 1 key processed", res.Processed, res.Deleted, res.Error)
 			}
-			var plan, commit, stmt, lock, idle, jit, wal string
-			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle, &jit, &wal); err != nil {
+			var plan, commit, stmt, lock, idle, jit, wal, flush string
+			if err := pool.QueryRow(ctx, `SELECT * FROM probe_seen`).Scan(&plan, &commit, &stmt, &lock, &idle, &jit, &wal, &flush); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Contains(tc.wantWAL, wal) {
 				t.Errorf("inside the batch: wal_compression %s, want one of %v", wal, tc.wantWAL)
+			}
+			if flush != tc.wantFlush {
+				t.Errorf("inside the batch: backend_flush_after %s, want %s", flush, tc.wantFlush)
 			}
 			if plan != "force_custom_plan" || commit != tc.wantCommit || stmt != "5s" || lock != "2s" || idle != "10s" || jit != "off" {
 				t.Errorf("inside the batch: plan_cache_mode %s, synchronous_commit %s, statement_timeout %s, lock_timeout %s, "+
@@ -73,12 +81,12 @@ func TestBatchSettings(t *testing.T) {
 			}
 			// SET LOCAL: gone with the transaction.
 			if err := pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit'), current_setting('jit'),
-					current_setting('wal_compression')`).Scan(&plan, &commit, &jit, &wal); err != nil {
+					current_setting('wal_compression'), current_setting('backend_flush_after')`).Scan(&plan, &commit, &jit, &wal, &flush); err != nil {
 				t.Fatal(err)
 			}
-			if plan != "auto" || commit != "on" || jit != "on" || wal != "off" {
-				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s, jit %s, wal_compression %s; want the defaults auto, on, on, off",
-					plan, commit, jit, wal)
+			if plan != "auto" || commit != "on" || jit != "on" || wal != "off" || flush != "0" {
+				t.Errorf("after the run: plan_cache_mode %s, synchronous_commit %s, jit %s, wal_compression %s, backend_flush_after %s; "+
+					"want the defaults auto, on, on, off, 0", plan, commit, jit, wal, flush)
 			}
 		})
 	}
@@ -178,5 +186,17 @@ func TestBatchSession(t *testing.T) {
 			t.Errorf("run %d: batches saw probe.leak %q and transaction_read_only %q; want nothing left by the batch before, off",
 				i+1, leaks, readOnly)
 		}
+	}
+}
+
+// TestNewRunnerRefusesFlushAfter: the value is written into each batch's SQL, so a runner
+// refuses one PostgreSQL would round or refuse, whatever its caller checked before.
+func TestNewRunnerRefusesFlushAfter(t *testing.T) {
+	t.Parallel()
+	st := settings()
+	st.FlushAfter = 12 << 10
+	_, err := sweep.NewRunner(sweep.Config{Pool: dbtest.Pool(t), Specs: []policy.Spec{spec(t, "notifications")}, Settings: st})
+	if err == nil || !strings.Contains(err.Error(), "backend_flush_after 12288 bytes") {
+		t.Fatalf("NewRunner = %v, want a refusal naming the backend_flush_after", err)
 	}
 }

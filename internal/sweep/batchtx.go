@@ -82,7 +82,7 @@ func (pr *passRun) releaseConn() {
 func (s Settings) batchTransaction(lockTimeout time.Duration, archiving, ordered bool) statement.BatchTransaction {
 	return statement.BatchTransaction{StatementTimeout: s.StatementTimeout, LockTimeout: lockTimeout,
 		IdleTimeout: 2 * s.StatementTimeout, SyncCommit: archiving || s.SyncCommit, Ordered: ordered,
-		WALCompression: s.WALCompression}
+		WALCompression: s.WALCompression, FlushAfter: s.FlushAfter}
 }
 
 // beginSQL is b.Begin(), rendered once per runner for each b.
@@ -104,26 +104,59 @@ var ErrWALCompressionDenied = errors.New("the role may not set wal_compression: 
 var ErrWALCompressionUnknown = errors.New("the server takes no such wal_compression (a method it was built without, " +
 	"or a method by name before PostgreSQL 15, which takes on or off): name another, or unset BATCH_WAL_COMPRESSION")
 
-// CheckBatchSettings begins one batch's transaction as a run would and rolls it back, so that the
-// API refuses to boot on settings the server refuses, rather than failing every batch: a
-// wal_compression the role may not set (ErrWALCompressionDenied) or the server does not know
-// (ErrWALCompressionUnknown). PostgreSQL's errors are read by SQLSTATE.
+// ErrFlushAfterRefused means the server refused the batch's backend_flush_after: one built
+// without the kernel's writeback hints takes 0 only.
+var ErrFlushAfterRefused = errors.New("the server refuses backend_flush_after (a server built without writeback hints, " +
+	"off Linux, takes 0 only): unset BATCH_FLUSH_AFTER")
+
+// CheckBatchSettings begins a batch's transaction as a run would and rolls it back, once for each
+// setting the server may refuse, so that the API refuses to boot on it rather than fail every
+// batch, and the error names the setting: a wal_compression the role may not set
+// (ErrWALCompressionDenied) or the server does not know (ErrWALCompressionUnknown), a
+// backend_flush_after it does not take (ErrFlushAfterRefused). PostgreSQL's errors are read by
+// SQLSTATE.
 func (r *Runner) CheckBatchSettings(ctx context.Context) error {
 	s := r.cfg.Settings
+	b := s.batchTransaction(s.LockTimeout, false, false)
+	if s.WALCompression != "" {
+		only := b
+		only.FlushAfter = 0
+		err := r.beginOnce(ctx, only)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+			return fmt.Errorf("begin a batch's transaction: wal_compression = %s: %w", s.WALCompression, ErrWALCompressionDenied)
+		case errors.As(err, &pgErr) && pgErr.Code == "22023": // invalid_parameter_value
+			return fmt.Errorf("begin a batch's transaction: wal_compression = %s: %w", s.WALCompression, ErrWALCompressionUnknown)
+		case err != nil:
+			return fmt.Errorf("begin a batch's transaction: %w", err)
+		}
+	}
+	if s.FlushAfter != 0 {
+		only := b
+		only.WALCompression = ""
+		err := r.beginOnce(ctx, only)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "22023": // invalid_parameter_value
+			return fmt.Errorf("begin a batch's transaction: backend_flush_after = %dkB: %w: %w", s.FlushAfter>>10, ErrFlushAfterRefused, err)
+		case err != nil:
+			return fmt.Errorf("begin a batch's transaction: %w", err)
+		}
+	}
+	return nil
+}
+
+// beginOnce begins a transaction as b does on a connection of the pool, and rolls it back.
+func (r *Runner) beginOnce(ctx context.Context, b statement.BatchTransaction) error {
 	c, err := r.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a connection: %w", err)
 	}
 	defer c.Release()
-	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: s.batchTransaction(s.LockTimeout, false, false).Begin()})
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
-		return fmt.Errorf("begin a batch's transaction: wal_compression = %s: %w", s.WALCompression, ErrWALCompressionDenied)
-	case errors.As(err, &pgErr) && pgErr.Code == "22023": // invalid_parameter_value
-		return fmt.Errorf("begin a batch's transaction: wal_compression = %s: %w", s.WALCompression, ErrWALCompressionUnknown)
-	case err != nil:
-		return fmt.Errorf("begin a batch's transaction: %w", err)
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: b.Begin()})
+	if err != nil {
+		return err
 	}
 	return tx.Rollback(ctx)
 }

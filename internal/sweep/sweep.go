@@ -61,6 +61,10 @@ type Settings struct {
 	// WALCompression is each batch's wal_compression (config.WALCompressions); empty keeps
 	// the server's.
 	WALCompression string
+	// FlushAfter is each batch's backend_flush_after in bytes (whole 8 KiB pages, at most
+	// 2 MiB): how much of the pages it dirties its backend writes before asking the kernel to
+	// write them back; zero keeps the server's.
+	FlushAfter int64
 	// MaxBatches caps the batches of one pass in one run.
 	MaxBatches int
 	// Pause is slept between batches (replicas, autovacuum); zero for none.

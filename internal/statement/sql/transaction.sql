@@ -29,6 +29,13 @@
   or zstd write in about a half to three fifths of the room. The setting is the superuser's: the role
   needs GRANT SET ON PARAMETER (PostgreSQL 15 and later), which the API's boot probes.
 
+  backend_flush_after, when BATCH_FLUSH_AFTER sets it: a drain dirties every page it passes, far
+  more than shared_buffers holds, so its backend writes them out to the kernel as it goes; with
+  PostgreSQL's default of no hints for a backend, the kernel gathers them (gigabytes, a tenth of
+  its memory) and writes them back in one burst, during which the application's commits wait
+  for their own WAL flush a hundred milliseconds and more. With it, the backend asks the kernel
+  to start writing after every so many bytes, as the checkpointer does. Any role may set it.
+
   jit off: a batch's statements run for milliseconds, and compiling them (inlining, optimizing)
   costs a hundred or more; the prices that rule out sorts and scans lift every index-path plan
   past jit_above_cost, so with JIT on each batch paid that compile, several times its own work.
@@ -46,6 +53,9 @@ SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off
 {{- if .WALCompression}};
 SET LOCAL wal_compression = {{.WALCompression}}
+{{- end}}
+{{- if .FlushAfterKB}};
+SET LOCAL backend_flush_after = '{{.FlushAfterKB}}kB'
 {{- end}}
 {{- if .Ordered}};
 SET LOCAL enable_sort = off;

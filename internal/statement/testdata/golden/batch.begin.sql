@@ -26,7 +26,7 @@ SET LOCAL jit = off;
 SET LOCAL enable_sort = off;
 SET LOCAL enable_seqscan = off;
 
--- a batch's transaction, heap path, with BATCH_SYNC_COMMIT and BATCH_WAL_COMPRESSION=lz4
+-- a batch's transaction, heap path, with BATCH_SYNC_COMMIT, BATCH_WAL_COMPRESSION=lz4 and BATCH_FLUSH_AFTER=256KiB
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
 SET SESSION AUTHORIZATION DEFAULT;
 RESET ALL;
@@ -39,6 +39,7 @@ SET LOCAL synchronous_commit = on;
 SET LOCAL plan_cache_mode = force_custom_plan;
 SET LOCAL jit = off;
 SET LOCAL wal_compression = lz4;
+SET LOCAL backend_flush_after = '256kB';
 
 -- a transaction that is no batch: the search_path, pg_temp last, and its statement and lock timeouts, or one of them
 SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
