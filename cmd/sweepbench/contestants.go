@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,9 @@ type outcome struct {
 	wal int64
 	// foreign is the share of the machine's CPU that other tenants used during the window.
 	foreign float64
+	// writeback is how long the kernel took to write back what was dirty at the window's end
+	// (probe.writeback).
+	writeback time.Duration
 	// throttled sums the answers' throttledMs; partitions their partitionsDropped.
 	throttled  time.Duration
 	partitions int64
@@ -237,6 +241,10 @@ func (b *bench) baseline(ctx context.Context, tpl string) ([]time.Duration, floa
 type probe struct {
 	// fg runs the foreground workload around the window.
 	fg bool
+	// writeback ends the window with the kernel writing back every dirty page (sync(2)), the
+	// foreground still running: what the contestant left dirty is paid for in its window,
+	// not after it, when dropping its copy would discard it unwritten.
+	writeback bool
 	// ready runs after the checkpoint, before the contestant's setup.
 	ready func(ctx context.Context) error
 	// watch starts just before the window; what it returns runs just after it.
@@ -272,7 +280,7 @@ func (b *bench) measure(ctx context.Context, c contestant, tpl string, p probe) 
 			return outcome{}, err
 		}
 	}
-	o, mark, err := b.window(ctx, u, sweep, p.fg)
+	o, mark, err := b.window(ctx, u, sweep, p)
 	err = errors.Join(err, stop(&o))
 	cleanup()
 	if err != nil {
@@ -301,16 +309,17 @@ func (b *bench) contest(ctx context.Context, what string, c contestant, tpl stri
 	if want >= 0 && o.deleted != want {
 		return o, fmt.Errorf("%s, %s: deleted %d rows, want %d", what, c.key, o.deleted, want)
 	}
-	b.logf("%s: %s: %d rows in %s (%.0f rows/s), %d batches %s, foreground p99 %s, other tenants %.0f%%", what, c.key, o.deleted,
-		o.elapsed.Round(time.Millisecond), o.rowsPerSec(), len(o.batches), o.path, fmtDuration(percentile(o.fg, 0.99)), 100*o.foreign)
+	b.logf("%s: %s: %d rows in %s (%.0f rows/s), %d batches %s, foreground p99 %s, other tenants %.0f%%, writeback %s", what, c.key, o.deleted,
+		o.elapsed.Round(time.Millisecond), o.rowsPerSec(), len(o.batches), o.path, fmtDuration(percentile(o.fg, 0.99)), 100*o.foreign,
+		fmtDuration(o.writeback))
 	return o, nil
 }
 
-// window runs sweep, with the foreground around it when withFG is set, and returns where the
-// WAL stood when it started.
-func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, withFG bool) (outcome, int64, error) {
+// window runs sweep, with the foreground around it when p.fg is set and the writeback after it
+// when p.writeback is, and returns where the WAL stood when it started.
+func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, p probe) (outcome, int64, error) {
 	var fg *fgRun
-	if withFG {
+	if p.fg {
 		var err error
 		if fg, err = startForeground(ctx, dbURL); err != nil {
 			return outcome{}, 0, err
@@ -323,6 +332,11 @@ func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, withF
 	from := time.Now()
 	if err == nil && cpuErr == nil {
 		o, err = sweep(ctx)
+	}
+	if p.writeback && err == nil {
+		t0 := time.Now()
+		syscall.Sync()
+		o.writeback = time.Since(t0)
 	}
 	to := time.Now()
 	cpu1, cpuErr1 := b.cpu.sample()

@@ -193,7 +193,7 @@ func (b *bench) idleFor(ctx context.Context, tpl string, d time.Duration) ([]tim
 			}
 			return outcome{}, ctx.Err()
 		}, func() {}, nil
-	}}, tpl, probe{fg: true})
+	}}, tpl, probe{fg: true, writeback: true})
 	return o.fg, o.foreign, err
 }
 
@@ -228,7 +228,7 @@ func windowedBatches(size int, window time.Duration) setupFunc {
 // walProbe samples the server's WAL position every frontierWALEvery through a connection of
 // its own during the window, and adds the WAL of each one-second window to rates[key].
 func (b *bench) walProbe(rates map[string][]float64, key string) probe {
-	return probe{fg: true, watch: func(ctx context.Context) (func(*outcome) error, error) {
+	return probe{fg: true, writeback: true, watch: func(ctx context.Context) (func(*outcome) error, error) {
 		c, err := pgx.Connect(ctx, b.s.databaseURL)
 		if err != nil {
 			return nil, err

@@ -40,7 +40,8 @@ func (b *bench) renderFrontier(r frontierResult) string {
 	var w strings.Builder
 	b.header(&w, "The foreground frontier: the rail's settings and WAL budgets beside live traffic")
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible (%.1f%%). Foreground: %d workers × %.0f ops/s. "+
-		"Each contestant drains for %s at most beside it. %s. Load average at the end: %s.\n\n",
+		"Each contestant drains for %s at most beside it, and its window ends with the kernel writing back "+
+		"the pages left dirty (sync), the foreground still running. %s. Load average at the end: %s.\n\n",
 		fmtCount(int64(r.rows)), fmtCount(r.eligible), 100*float64(r.eligible)/float64(r.rows),
 		fgWorkers, float64(time.Second)/float64(fgPeriod), fmtDuration(r.window), roundsNote(r.rounds), loadAverage())
 	as := acrossAll(r.rounds.counted())
@@ -62,7 +63,7 @@ func (b *bench) renderFrontier(r frontierResult) string {
 		if o.key != "B" && rb.elapsed > 0 {
 			p += fmt.Sprintf(" (%.1f × B's rows/s)", o.rowsPerSec()/rb.rowsPerSec())
 		}
-		return p
+		return p + fmt.Sprintf(", writeback %s", fmtDuration(o.writeback))
 	})
 	frontierVerdict(&w, rows)
 	return w.String()

@@ -189,6 +189,10 @@ func TestRuns(t *testing.T) {
 			if len(o.fg) == 0 {
 				t.Errorf("%s: no foreground operation in its window", o.key)
 			}
+			// Each window ends with the writeback of what it left dirty, inside it.
+			if o.writeback <= 0 {
+				t.Errorf("%s: no writeback at the window's end", o.key)
+			}
 		}
 		if got, want := strings.Join(keys, " "), frontierKeys(t, b); got != want {
 			t.Errorf("contestants %q, want %q", got, want)
