@@ -58,10 +58,6 @@ const (
 	// second's budget, and below this even one batch of the default size writes more; a value
 	// that small is more often megabytes meant ("16") than bytes.
 	minWALRate = 1 << 20
-	// flushAfterUnit and maxFlushAfter bound BATCH_FLUSH_AFTER as PostgreSQL bounds
-	// backend_flush_after: whole pages of 8 KiB, at most 256 of them.
-	flushAfterUnit = 8 << 10
-	maxFlushAfter  = 2 << 20
 	// signatureResolution is the resolution of a signature's timestamp (unix seconds): a shorter
 	// replay window would refuse fresh requests at random.
 	signatureResolution = time.Second
@@ -74,6 +70,13 @@ const (
 	// maxDryRunsCeiling bounds MAX_CONCURRENT_DRY_RUNS: each dry run holds a pooled connection
 	// for up to COUNT_TIMEOUT, so the cap is there to stay well below any pool size.
 	maxDryRunsCeiling = 64
+)
+
+// FlushAfterPage and MaxFlushAfter bound BATCH_FLUSH_AFTER as PostgreSQL bounds
+// backend_flush_after: whole pages of 8 KiB, at most 256 of them.
+const (
+	FlushAfterPage = 8 << 10
+	MaxFlushAfter  = 2 << 20
 )
 
 // The two values APP_ENV may take, in any case.

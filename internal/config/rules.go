@@ -93,7 +93,7 @@ func (r *report) checkAPI(c *API) {
 		r.addf("MAX_BATCHES", "%s must be >= 1", r.show("MAX_BATCHES"))
 	}
 	if f := c.BatchFlushAfter; r.set("BATCH_FLUSH_AFTER") && r.ok("BATCH_FLUSH_AFTER") &&
-		(f < flushAfterUnit || f > maxFlushAfter || f%flushAfterUnit != 0) {
+		(f < FlushAfterPage || f > MaxFlushAfter || f%FlushAfterPage != 0) {
 		r.addf("BATCH_FLUSH_AFTER", "%s must be a whole number of 8KiB pages within 8KiB..2MiB, "+
 			"PostgreSQL's range for backend_flush_after (unset keeps the server's)", r.show("BATCH_FLUSH_AFTER"))
 	}

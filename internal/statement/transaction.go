@@ -25,13 +25,10 @@ type BatchTransaction struct {
 	// WALCompression is the batch's wal_compression, one of config.WALCompressions; empty keeps
 	// the server's.
 	WALCompression string
-	// FlushAfter is the batch's backend_flush_after in bytes, whole 8 KiB pages up to 2 MiB;
-	// zero keeps the server's.
+	// FlushAfter is the batch's backend_flush_after in bytes, whole config.FlushAfterPage pages
+	// up to config.MaxFlushAfter; zero keeps the server's.
 	FlushAfter int64
 }
-
-// maxFlushAfter is PostgreSQL's largest backend_flush_after: 256 pages of 8 KiB.
-const maxFlushAfter = 2 << 20
 
 // Check refuses a WALCompression other than empty or one of config.WALCompressions, and a
 // FlushAfter PostgreSQL would refuse or round: both are written into SQL, so nothing else may
@@ -40,7 +37,7 @@ func (b BatchTransaction) Check() error {
 	if b.WALCompression != "" && !slices.Contains(config.WALCompressions, b.WALCompression) {
 		return fmt.Errorf("wal_compression %q: want one of %s", b.WALCompression, strings.Join(config.WALCompressions, ", "))
 	}
-	if b.FlushAfter < 0 || b.FlushAfter > maxFlushAfter || b.FlushAfter%(8<<10) != 0 {
+	if b.FlushAfter < 0 || b.FlushAfter > config.MaxFlushAfter || b.FlushAfter%config.FlushAfterPage != 0 {
 		return fmt.Errorf("backend_flush_after %d bytes: want whole 8 KiB pages, at most 2 MiB", b.FlushAfter)
 	}
 	return nil
