@@ -93,6 +93,11 @@ func errorAnswer(err error) (int, errorBody) {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, errorBody{Error: codeBodyTooLarge,
 			Message: fmt.Sprintf("the request body is over the %d byte limit", mbe.Limit)}
+	case errors.Is(err, signing.ErrReplayStore):
+		// The nonce is checked in PostgreSQL: while the database is unreachable no signed
+		// request can be admitted, and nothing ran; a scheduler retries a 503.
+		return http.StatusServiceUnavailable, errorBody{Error: codeDatabaseUnreachable,
+			Message: "the replay check could not reach the database, so the signed request was refused and nothing ran: retry when it answers"}
 	case errors.Is(err, sweep.ErrUnknownSweep):
 		return http.StatusNotFound, errorBody{Error: codeUnknownSweep, Message: "no such sweep: GET /internal/sweeps lists the catalog"}
 	}

@@ -95,6 +95,8 @@ type options struct {
 	maxDryRuns  int
 	// tracing traces the runner and the server; nil traces nothing.
 	tracing *trace.Tracing
+	// replayStore is the verifier's shared replay store; nil: none.
+	replayStore signing.ReplayStore
 }
 
 func defaultOptions() options {
@@ -150,6 +152,9 @@ func newHarness(t *testing.T, change ...func(*options)) *harness {
 	var v *signing.Verifier
 	if o.keys != nil {
 		v = signing.NewVerifier(byteKeys(o.keys...), maxAge, time.Now, 1000)
+		if o.replayStore != nil {
+			v = v.WithStore(o.replayStore)
+		}
 	}
 	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{
 		Logger: logger, Runner: h.runner, History: runs, Pool: pool, Verifier: v, Metrics: m, Gatherer: h.reg,

@@ -136,6 +136,10 @@ func TestPostgresRestart(t *testing.T) {
 					t.Errorf("%s: batch-error without an error: %+v", rt.Sweep, rt)
 				}
 				t.Logf("%s (called while PostgreSQL was coming back): %s", rt.Sweep, rt.Answer.Error.Message)
+			case rt.StatusCode == http.StatusServiceUnavailable && strings.Contains(rt.Detail, "database_unreachable"):
+				// A route called while the server was down is refused before it runs: its
+				// nonce is checked in PostgreSQL. It must say so, as a 503 a scheduler retries.
+				t.Logf("%s (refused while PostgreSQL was down): %s", rt.Sweep, rt.Detail)
 			case !slices.Contains(healthy, rt.Category):
 				t.Errorf("%s: category %s, want ok, truncated, skipped or batch-error", rt.Sweep, rt.Category)
 			}

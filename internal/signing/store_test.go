@@ -119,8 +119,8 @@ func TestVerifyWithStore(t *testing.T) {
 		defer cancel()
 		err := v.VerifyContext(ctx, header, req.method, req.path, req.query, req.body)
 		var e *Error
-		if err == nil || errors.As(err, &e) || !errors.Is(err, store.err) {
-			t.Fatalf("Verify = %v (%T), want the store's error, no *Error: a failure of ours, not the caller's", err, err)
+		if err == nil || errors.As(err, &e) || !errors.Is(err, store.err) || !errors.Is(err, ErrReplayStore) {
+			t.Fatalf("Verify = %v (%T), want the store's error as ErrReplayStore, no *Error: a failure of ours, not the caller's", err, err)
 		}
 		if store.ctx[0] != ctx {
 			t.Error("the store was not asked under the request's context")

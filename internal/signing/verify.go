@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,6 +41,10 @@ type ReplayStore interface {
 	// Admit records nonce until expires and reports whether it was new; false means replayed.
 	Admit(ctx context.Context, nonce uuid.UUID, expires time.Time) (bool, error)
 }
+
+// ErrReplayStore wraps the error of a replay store that did not answer: the request was
+// refused unchecked, a failure of the server's, not the caller's.
+var ErrReplayStore = errors.New("the replay store did not answer")
 
 // WithStore returns v checking every nonce the in-memory cache admits against store too. A store
 // that fails refuses the request (fail closed) with the store's error, which is no *Error. With a
@@ -118,7 +123,7 @@ func (v *Verifier) VerifyContext(ctx context.Context, header, method, path, rawQ
 	fresh, err := v.store.Admit(ctx, p.nonce, expires)
 	switch {
 	case err != nil:
-		return fmt.Errorf("check nonce in the replay store: %w", err)
+		return fmt.Errorf("check nonce in the replay store: %w: %w", ErrReplayStore, err)
 	case !fresh:
 		return &Error{Reason: ReasonReplayed, Detail: "nonce " + p.nonce.String() + " was already used, by this or another replica"}
 	}
