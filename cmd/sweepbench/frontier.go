@@ -13,9 +13,8 @@ import (
 // The frontier run: on the dense notifications table, each contestant (B, the rail at its
 // defaults, at 1 ms batches, under MAX_WAL_RATE of 8, 16 and 32 MiB/s, and batches that flush
 // their own WAL, compressed, with writeback hints: 1 ms ones, and 2 ms ones under 48 and
-// 64 MiB/s) drains beside the
-// foreground for -window (30 s: 12,000 operations) or until nothing is left; the idle baseline is
-// the foreground alone for as long. Each p99 gets a block-bootstrap 95% interval
+// 64 MiB/s) drains beside the foreground for -window (30 s: 12,000 operations) or until nothing
+// is left; the idle baseline is the foreground alone for as long. Each p99 gets a block-bootstrap 95% interval
 // (frontier_stats.go); the server's WAL is sampled every 100 ms for its one-second windows;
 // frontier_report.go picks the gentle setting from them.
 
@@ -53,14 +52,18 @@ var frontierSettings = []frontierSetting{
 	{"C·2 SZF W64", gentleEnv("2ms", "64MiB"), "2 ms batches, " + gentleWhat + ", at most 64 MiB/s of WAL", 64 * mib},
 	// The same without the writeback hints, beside it: what they are worth.
 	{"C·2 SZ W64", slices.DeleteFunc(gentleEnv("2ms", "64MiB"), isFlushAfter),
-		"2 ms batches, each flushing its own WAL (S), lz4 page images (Z), at most 64 MiB/s of WAL", 64 * mib},
+		"2 ms batches, " + gentleSZ + ", at most 64 MiB/s of WAL", 64 * mib},
 }
 
 // isFlushAfter reports whether kv sets BATCH_FLUSH_AFTER.
 func isFlushAfter(kv string) bool { return strings.HasPrefix(kv, "BATCH_FLUSH_AFTER=") }
 
-// gentleWhat says what gentleEnv sets besides the batch target and the budget.
-const gentleWhat = "each flushing its own WAL (S), lz4 page images (Z), the pages it writes hinted to the kernel every 256 KiB (F)"
+// gentleWhat says what gentleEnv sets besides the batch target and the budget; gentleSZ is it
+// without the writeback hints.
+const (
+	gentleSZ   = "each flushing its own WAL (S), lz4 page images (Z)"
+	gentleWhat = gentleSZ + ", the pages it writes hinted to the kernel every 256 KiB (F)"
+)
 
 // gentleEnv is a gentle candidate's environment: batches of target from 100 rows, each waiting
 // for its own WAL flush rather than leaving it to the foreground's next commit, their full-page

@@ -47,7 +47,8 @@ type ReplayStore interface {
 var ErrReplayStore = errors.New("the replay store did not answer")
 
 // WithStore returns v checking every nonce the in-memory cache admits against store too. A store
-// that fails refuses the request (fail closed) with the store's error, which is no *Error. With a
+// that fails refuses the request (fail closed) with the store's error wrapped in ErrReplayStore,
+// which is no *Error: the server's failure, not the caller's. With a
 // store, a full cache refuses nothing: the store's unique key decides alone (see NewVerifier).
 func (v *Verifier) WithStore(store ReplayStore) *Verifier {
 	v.store = store
