@@ -129,6 +129,8 @@ func TestGolden(t *testing.T) {
 		got += "\n-- a transaction that is no batch: the search_path, pg_temp last, and its statement and lock timeouts, or one of them\n" +
 			Timeouts{Statement: 10 * time.Second, Lock: 1500 * time.Microsecond}.SQL() + ";\n" +
 			Timeouts{Statement: 10 * time.Second}.SQL() + ";\n" + Timeouts{Lock: 2 * time.Second}.SQL() + ";\n"
+		got += "\n-- the lag read's, with BATCH_WAL_COMPRESSION=lz4 and BATCH_FLUSH_AFTER=256KiB\n" +
+			Timeouts{Statement: time.Second, Lock: 20 * time.Millisecond, WALCompression: "lz4", FlushAfter: 256 << 10}.SQL() + ";\n"
 		compareGolden(t, filepath.Join("testdata", "golden", "batch.begin.sql"), got)
 	})
 	// The catalog read a run compares with the fingerprint its pass was proven under.

@@ -33,12 +33,16 @@ type BatchTransaction struct {
 // Check refuses a WALCompression other than empty or one of config.WALCompressions, and a
 // FlushAfter PostgreSQL would refuse or round: both are written into SQL, so nothing else may
 // reach Begin.
-func (b BatchTransaction) Check() error {
-	if b.WALCompression != "" && !slices.Contains(config.WALCompressions, b.WALCompression) {
-		return fmt.Errorf("wal_compression %q: want one of %s", b.WALCompression, strings.Join(config.WALCompressions, ", "))
+func (b BatchTransaction) Check() error { return checkWrites(b.WALCompression, b.FlushAfter) }
+
+// checkWrites refuses a wal_compression other than empty or one of config.WALCompressions, and a
+// backend_flush_after in bytes PostgreSQL would refuse or round.
+func checkWrites(walCompression string, flushAfter int64) error {
+	if walCompression != "" && !slices.Contains(config.WALCompressions, walCompression) {
+		return fmt.Errorf("wal_compression %q: want one of %s", walCompression, strings.Join(config.WALCompressions, ", "))
 	}
-	if b.FlushAfter < 0 || b.FlushAfter > config.MaxFlushAfter || b.FlushAfter%config.FlushAfterPage != 0 {
-		return fmt.Errorf("backend_flush_after %d bytes: want whole 8 KiB pages, at most 2 MiB", b.FlushAfter)
+	if flushAfter < 0 || flushAfter > config.MaxFlushAfter || flushAfter%config.FlushAfterPage != 0 {
+		return fmt.Errorf("backend_flush_after %d bytes: want whole 8 KiB pages, at most 2 MiB", flushAfter)
 	}
 	return nil
 }
@@ -56,29 +60,43 @@ func (b BatchTransaction) Begin() string {
 }
 
 // Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a
-// partition's detach), set on it locally with the search_path a batch runs under: they end with
-// it, and the session keeps its own.
+// partition's detach, the lag read), set on it locally with the search_path a batch runs under:
+// they end with it, and the session keeps its own.
 type Timeouts struct {
 	// Statement and Lock are its statement_timeout and lock_timeout, in whole milliseconds (at
 	// least one); zero leaves the session's setting.
 	Statement, Lock time.Duration
+	// WALCompression and FlushAfter are a batch's (BatchTransaction), for a read that writes what
+	// the batches left: the first read of a page a drain emptied prunes it, WAL and a dirty page
+	// as a batch's delete makes them. Empty and zero leave the session's.
+	WALCompression string
+	FlushAfter     int64
 }
 
 // SQL is the statement that sets t and the search_path, pg_temp last.
 func (t Timeouts) SQL() string {
-	var ms struct{ StatementMs, LockMs int64 }
+	var v struct {
+		StatementMs, LockMs int64
+		WALCompression      string
+		FlushAfterKB        int64
+	}
 	if t.Statement > 0 {
-		ms.StatementMs = wholeMs(t.Statement)
+		v.StatementMs = wholeMs(t.Statement)
 	}
 	if t.Lock > 0 {
-		ms.LockMs = wholeMs(t.Lock)
+		v.LockMs = wholeMs(t.Lock)
 	}
-	return render("timeouts", ms)
+	v.WALCompression, v.FlushAfterKB = t.WALCompression, t.FlushAfter>>10
+	return render("timeouts", v)
 }
 
 // Set sets t on tx, in one round trip (no arguments: the simple protocol, which a pooler in
-// transaction mode forwards as it is).
+// transaction mode forwards as it is). It refuses what BatchTransaction.Check refuses: both are
+// written into SQL.
 func (t Timeouts) Set(ctx context.Context, tx pgx.Tx) error {
+	if err := checkWrites(t.WALCompression, t.FlushAfter); err != nil {
+		return fmt.Errorf("set timeouts: %w", err)
+	}
 	if _, err := tx.Exec(ctx, t.SQL()); err != nil {
 		return fmt.Errorf("set timeouts: %w", err)
 	}

@@ -69,3 +69,26 @@ func TestBatchTransactionCheckFlushAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutsSetRefuses: the writes a read takes from the batches are written into SQL, so Set
+// refuses what BatchTransaction.Check refuses before it sends anything (a nil transaction would
+// fail the send).
+func TestTimeoutsSetRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		t    Timeouts
+		want string
+	}{
+		{"a method the engine never names", Timeouts{Statement: time.Second, WALCompression: "lz4'; DROP TABLE t; --"}, "want one of"},
+		{"part of a page", Timeouts{Statement: time.Second, FlushAfter: 12 << 10}, "want whole 8 KiB pages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.t.Set(t.Context(), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Set() = %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+}

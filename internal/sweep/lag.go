@@ -65,14 +65,18 @@ func indexed(p policy.Pass) bool {
 }
 
 // readLag runs the lag read f for cutoff in a read-only transaction of its own, under its own
-// statement and lock timeouts: it writes nothing and takes no row lock, so no writer waits on it.
+// statement and lock timeouts: it takes no row lock, so no writer waits on it. Its first walk
+// over what a drain deleted prunes each page the drain emptied (a dirty page and WAL per page,
+// a second's worth in a burst), so it writes them under the batches' wal_compression and
+// backend_flush_after.
 func (r *Runner) readLag(ctx context.Context, f statement.Form, cutoff time.Time) (*float64, error) {
 	tx, err := r.cfg.Pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("read retention lag: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	limits := statement.Timeouts{Statement: min(lagBudget, r.cfg.Settings.StatementTimeout), Lock: lagLockTimeout}
+	limits := statement.Timeouts{Statement: min(lagBudget, r.cfg.Settings.StatementTimeout), Lock: lagLockTimeout,
+		WALCompression: r.cfg.Settings.WALCompression, FlushAfter: r.cfg.Settings.FlushAfter}
 	if err := limits.Set(ctx, tx); err != nil {
 		return nil, fmt.Errorf("read retention lag: %w", err)
 	}

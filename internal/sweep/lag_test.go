@@ -171,3 +171,43 @@ func TestLagReadLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestLagReadWrites: the lag read runs under the batches' wal_compression and
+// backend_flush_after, since its first walk over a drain's dead rows prunes every page the drain
+// emptied. The pass's condition holds only where the read sees the settings it should, so a
+// read under others finds no eligible row.
+func TestLagReadWrites(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		compression string
+		flushAfter  int64
+		// wantWAL is wal_compression as the read shows it (on is pglz from PostgreSQL 15); wantFlush
+		// its backend_flush_after.
+		wantWAL   string
+		wantFlush string
+	}{
+		{"by default, the session's", "", 0, "'off'", "'0'"},
+		{"with the batches' settings, theirs", "on", 256 << 10, "'on', 'pglz'", "'256kB'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			base := dbNow(t, pool)
+			seedLag(t, pool, base, 10, time.Hour, false)
+			exec(t, pool, `CREATE FUNCTION lag_writes_seen() RETURNS boolean LANGUAGE sql STABLE AS $$
+				SELECT current_setting('wal_compression') IN (`+tc.wantWAL+`)
+				   AND current_setting('backend_flush_after') = `+tc.wantFlush+` $$`)
+			spec := lagSpec(false)
+			spec.Passes[0].Where = "lag_writes_seen()"
+			st := settings()
+			st.WALCompression, st.FlushAfter = tc.compression, tc.flushAfter
+			r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec}, Settings: st})
+			secs, err := sweep.ReadLag(ctx, r, "lagged", 0, base.Add(-24*time.Hour))
+			if err != nil || secs == nil || *secs < 3590 || *secs > 3610 {
+				t.Fatalf("lag %v, %v; want about an hour, read under wal_compression in (%s), backend_flush_after %s",
+					secs, err, tc.wantWAL, tc.wantFlush)
+			}
+		})
+	}
+}

@@ -76,10 +76,15 @@ set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(
 
 {{/*
   The settings of a transaction that is no batch, set locally (set_config(…, true) ends with the
-  transaction): the search_path, and its bounds. A bound left out keeps the session's setting.
+  transaction): the search_path, its bounds, and for the lag read a batch's wal_compression and
+  backend_flush_after (its first pass over what a drain deleted prunes every page it emptied, as
+  many dirty pages and as much WAL as the drain's last second made). One left out keeps the
+  session's setting.
 */}}
 {{define "timeouts" -}}
-SELECT {{template "search-path"}}{{if or .StatementMs .LockMs}}, {{end}}{{if .StatementMs}}set_config('statement_timeout', '{{.StatementMs}}ms', true){{end}}
-{{- if and .StatementMs .LockMs}}, {{end}}
-{{- if .LockMs}}set_config('lock_timeout', '{{.LockMs}}ms', true){{end}}
+SELECT {{template "search-path"}}
+{{- if .StatementMs}}, set_config('statement_timeout', '{{.StatementMs}}ms', true){{end}}
+{{- if .LockMs}}, set_config('lock_timeout', '{{.LockMs}}ms', true){{end}}
+{{- if .WALCompression}}, set_config('wal_compression', '{{.WALCompression}}', true){{end}}
+{{- if .FlushAfterKB}}, set_config('backend_flush_after', '{{.FlushAfterKB}}kB', true){{end}}
 {{- end}}

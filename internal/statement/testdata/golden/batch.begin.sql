@@ -48,3 +48,7 @@ SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote
   WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true), set_config('statement_timeout', '10000ms', true);
 SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
   WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true), set_config('lock_timeout', '2000ms', true);
+
+-- the lag read's, with BATCH_WAL_COMPRESSION=lz4 and BATCH_FLUSH_AFTER=256KiB
+SELECT set_config('search_path', array_to_string(array_append(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) AS s
+  WHERE s IS DISTINCT FROM (SELECT n.nspname FROM pg_namespace n WHERE n.oid = pg_my_temp_schema())), 'pg_temp'), ', '), true), set_config('statement_timeout', '1000ms', true), set_config('lock_timeout', '20ms', true), set_config('wal_compression', 'lz4', true), set_config('backend_flush_after', '256kB', true);
