@@ -241,9 +241,10 @@ func (b *bench) baseline(ctx context.Context, tpl string) ([]time.Duration, floa
 type probe struct {
 	// fg runs the foreground workload around the window.
 	fg bool
-	// writeback ends the window with the kernel writing back every dirty page (sync(2)), the
-	// foreground still running: what the contestant left dirty is paid for in its window,
-	// not after it, when dropping its copy would discard it unwritten.
+	// writeback starts the window with nothing dirty and ends it with the kernel writing back
+	// every dirty page (sync(2)), the foreground still running: what the contestant left dirty
+	// is paid for in its window, not after it, when dropping its copy would discard it
+	// unwritten.
 	writeback bool
 	// ready runs after the checkpoint, before the contestant's setup.
 	ready func(ctx context.Context) error
@@ -318,6 +319,12 @@ func (b *bench) contest(ctx context.Context, what string, c contestant, tpl stri
 // window runs sweep, with the foreground around it when p.fg is set and the writeback after it
 // when p.writeback is, and returns where the WAL stood when it started.
 func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, p probe) (outcome, int64, error) {
+	if p.writeback {
+		// The window starts with nothing dirty in the kernel's page cache: what the clone, the
+		// contestant before or another process left is no writeback of this contestant's, and
+		// the sync at the window's end would charge it.
+		syscall.Sync()
+	}
 	var fg *fgRun
 	if p.fg {
 		var err error
