@@ -48,7 +48,7 @@ var frontierSettings = []frontierSetting{
 	{"W16", []string{"MAX_WAL_RATE=16MiB"}, "at most 16 MiB/s of WAL", 16 * mib},
 	{"W8", []string{"MAX_WAL_RATE=8MiB"}, "at most 8 MiB/s of WAL", 8 * mib},
 	{"C·1 SZF", gentleEnv("1ms", ""), "1 ms batches, " + gentleWhat, 0},
-	{"C·2 SZF W48", gentleEnv("2ms", "48MiB"), "2 ms batches, " + gentleWhat + ", at most 48 MiB/s of WAL", 48 * mib},
+	{"C·1 SZF W64", gentleEnv("1ms", "64MiB"), "1 ms batches, " + gentleWhat + ", at most 64 MiB/s of WAL", 64 * mib},
 	{"C·2 SZF W64", gentleEnv("2ms", "64MiB"), "2 ms batches, " + gentleWhat + ", at most 64 MiB/s of WAL", 64 * mib},
 	// The same without the writeback hints, beside it: what they are worth.
 	{"C·2 SZ W64", slices.DeleteFunc(gentleEnv("2ms", "64MiB"), isFlushAfter),

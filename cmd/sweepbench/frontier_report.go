@@ -40,8 +40,8 @@ func (b *bench) renderFrontier(r frontierResult) string {
 	var w strings.Builder
 	b.header(&w, "The foreground frontier: the rail's settings and WAL budgets beside live traffic")
 	fmt.Fprintf(&w, "Table: %s notifications rows, %s eligible (%.1f%%). Foreground: %d workers × %.0f ops/s. "+
-		"Each contestant drains for %s at most beside it, and its window ends with the kernel writing back "+
-		"the pages left dirty (sync), the foreground still running. %s. Load average at the end: %s.\n\n",
+		"Each contestant drains for %s at most beside it; its window starts with nothing dirty in the kernel's page "+
+		"cache and ends with the kernel writing back the pages left dirty (sync), the foreground still running. %s. Load average at the end: %s.\n\n",
 		fmtCount(int64(r.rows)), fmtCount(r.eligible), 100*float64(r.eligible)/float64(r.rows),
 		fgWorkers, float64(time.Second)/float64(fgPeriod), fmtDuration(r.window), roundsNote(r.rounds), loadAverage())
 	as := acrossAll(r.rounds.counted())

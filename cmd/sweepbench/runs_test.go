@@ -379,7 +379,7 @@ func frontierKeys(t *testing.T, b *bench) string {
 	}
 	keys := []string{"B", "C", "C·1", "W32", "W16", "W8"}
 	if slices.Contains(methods, "lz4") {
-		keys = append(keys, "C·1 SZF", "C·2 SZF W48", "C·2 SZF W64", "C·2 SZ W64")
+		keys = append(keys, "C·1 SZF", "C·1 SZF W64", "C·2 SZF W64", "C·2 SZ W64")
 	}
 	return strings.Join(keys, " ")
 }
