@@ -48,6 +48,8 @@ type outcome struct {
 	// writeback is how long the kernel took to write back what was dirty at the window's end
 	// (probe.writeback).
 	writeback time.Duration
+	// waits is the share of the window some task spent waiting for a core, and for I/O.
+	waits waits
 	// throttled sums the answers' throttledMs; partitions their partitionsDropped.
 	throttled  time.Duration
 	partitions int64
@@ -141,7 +143,9 @@ type round struct {
 	n               int
 	baseline        []time.Duration
 	baselineForeign float64
-	contestants     []outcome
+	// baselineWaits are the idle baseline's waits, where a run measures them.
+	baselineWaits waits
+	contestants   []outcome
 }
 
 // rounds is a run's rounds (of one table), in order.
@@ -336,6 +340,7 @@ func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, p pro
 	mark, err := b.walPosition(ctx)
 	var o outcome
 	cpu0, cpuErr := b.cpu.sample()
+	stalls0 := readStalls()
 	from := time.Now()
 	if err == nil && cpuErr == nil {
 		o, err = sweep(ctx)
@@ -346,6 +351,7 @@ func (b *bench) window(ctx context.Context, dbURL string, sweep sweepFunc, p pro
 		o.writeback = time.Since(t0)
 	}
 	to := time.Now()
+	o.waits = waitsBetween(stalls0, readStalls(), to.Sub(from))
 	cpu1, cpuErr1 := b.cpu.sample()
 	err = errors.Join(err, cpuErr, cpuErr1)
 	o.foreign = b.cpu.foreign(cpu0, cpu1)

@@ -147,9 +147,11 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		// As long as a contestant's window: the idle p99 the targets divide by is estimated
 		// from as many operations as the p99s divided.
 		b.logf("%s: foreground alone for %s (the idle baseline)", what, res.window)
-		if rd.baseline, rd.baselineForeign, err = b.idleFor(ctx, tpl, res.window); err != nil {
+		idle, err := b.idleFor(ctx, tpl, res.window)
+		if err != nil {
 			return res, err
 		}
+		rd.baseline, rd.baselineForeign, rd.baselineWaits = idle.fg, idle.foreign, idle.waits
 		for _, c := range contestants {
 			o, err := b.contest(ctx, what, c, tpl, b.walProbe(res.walRates, c.key), -1)
 			if err != nil {
@@ -199,7 +201,7 @@ func withOneRun(ctx context.Context) context.Context {
 func oneRun(ctx context.Context) bool { v, _ := ctx.Value(oneRunKey{}).(bool); return v }
 
 // idleFor runs the foreground alone for d on a fresh copy of tpl: the idle baseline.
-func (b *bench) idleFor(ctx context.Context, tpl string, d time.Duration) ([]time.Duration, float64, error) {
+func (b *bench) idleFor(ctx context.Context, tpl string, d time.Duration) (outcome, error) {
 	o, err := b.measure(ctx, contestant{db: "baseline", setup: func(context.Context, string) (sweepFunc, func(), error) {
 		return func(ctx context.Context) (outcome, error) {
 			select {
@@ -209,7 +211,7 @@ func (b *bench) idleFor(ctx context.Context, tpl string, d time.Duration) ([]tim
 			return outcome{}, ctx.Err()
 		}, func() {}, nil
 	}}, tpl, probe{fg: true, writeback: true})
-	return o.fg, o.foreign, err
+	return o, err
 }
 
 // windowedBatches is B, stopped after window (0: never) if rows are left: the loop of other

@@ -53,6 +53,14 @@ func (b *bench) renderFrontier(r frontierResult) string {
 	fmt.Fprintf(&w, "Idle foreground p99: %s (95%% interval %s–%s, %s operations). An interval is a moving-block bootstrap "+
 		"(%d resamples of one-second blocks of each worker's operations) over the rounds' operations pooled.\n\n",
 		fmtDuration(idle.est), fmtDuration(idle.lo), fmtDuration(idle.hi), fmtCount(int64(len(idleOps))), bootResamples)
+	var idleWaits []waits
+	for _, rd := range r.rounds.counted() {
+		idleWaits = append(idleWaits, rd.baselineWaits)
+	}
+	if iw := medianWaits(idleWaits); iw.known {
+		fmt.Fprintf(&w, "Waiting, as the kernel's pressure stall information counts it (the share of a window during which "+
+			"some task was runnable with no core free, or blocked on I/O; medians of rounds): idle %s.\n\n", iw)
+	}
 	rows := frontierRows(r, as, idle)
 	frontierTable(&w, rows)
 	w.WriteString("Every round, in order (ratios within the round):\n\n")
@@ -63,7 +71,11 @@ func (b *bench) renderFrontier(r frontierResult) string {
 		if o.key != "B" && rb.elapsed > 0 {
 			p += fmt.Sprintf(" (%.1f × B's rows/s)", o.rowsPerSec()/rb.rowsPerSec())
 		}
-		return p + fmt.Sprintf(", writeback %s", fmtDuration(o.writeback))
+		p += fmt.Sprintf(", writeback %s", fmtDuration(o.writeback))
+		if o.waits.known {
+			p += ", waiting " + o.waits.String()
+		}
+		return p
 	})
 	frontierVerdict(&w, rows)
 	return w.String()
@@ -88,10 +100,11 @@ func frontierTable(w *strings.Builder, rows []frontierRow) {
 			fmt.Sprintf("%s [%s–%s]", fmtDuration(r.fg.est), fmtDuration(r.fg.lo), fmtDuration(r.fg.hi)),
 			fmt.Sprintf("%.2f", r.overIdle), budget, p95, mean,
 			fmtDuration(a.medDur(func(o outcome) time.Duration { return o.throttled })),
+			medianWaits(a.waits()).String(),
 		})
 	}
 	table(w, []string{"", "contestant", "time>", "rows/s>", "÷ B>", "batches>", "batch p99>", "fg p99 [95% CI]>",
-		"CI top ÷ idle p99>", "WAL budget>", "WAL 1-s p95>", "WAL mean>", "throttled>"}, out)
+		"CI top ÷ idle p99>", "WAL budget>", "WAL 1-s p95>", "WAL mean>", "throttled>", "waiting>"}, out)
 }
 
 // frontierVerdict picks the gentle setting, the fastest of the rail's settings (not B, not a

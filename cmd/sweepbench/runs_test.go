@@ -176,6 +176,7 @@ func TestRuns(t *testing.T) {
 
 	t.Run("frontier", func(t *testing.T) {
 		b := newTestBench(t, settings{run: "frontier", rows: 10_000, rounds: 1, window: 10 * time.Second})
+		psi := readStalls().ok
 		res, err := b.frontierRun(t.Context())
 		if err != nil {
 			t.Fatal(err) // a contestant that deleted other than the eligible rows fails it
@@ -193,13 +194,21 @@ func TestRuns(t *testing.T) {
 			if o.writeback <= 0 {
 				t.Errorf("%s: no writeback at the window's end", o.key)
 			}
+			// Where the kernel keeps pressure stall information, each window says what it waited on.
+			if psi && (!o.waits.known || o.waits.cpu < 0 || o.waits.io < 0) {
+				t.Errorf("%s: waits known %t, cpu %.2f, io %.2f; want the window's shares", o.key, o.waits.known, o.waits.cpu, o.waits.io)
+			}
 		}
 		if got, want := strings.Join(keys, " "), frontierKeys(t, b); got != want {
 			t.Errorf("contestants %q, want %q", got, want)
 		}
 		out := b.renderFrontier(res)
-		for _, want := range []string{generatedNote + " (sweepbench frontier)", "# The foreground frontier",
-			"| C | the rail, defaults |", "| W8 | the rail, at most 8 MiB/s of WAL: `MAX_WAL_RATE=8MiB` |", "Idle foreground p99: "} {
+		wants := []string{generatedNote + " (sweepbench frontier)", "# The foreground frontier",
+			"| C | the rail, defaults |", "| W8 | the rail, at most 8 MiB/s of WAL: `MAX_WAL_RATE=8MiB` |", "Idle foreground p99: "}
+		if psi {
+			wants = append(wants, "Waiting, as the kernel's pressure stall information counts it", ", waiting cpu ")
+		}
+		for _, want := range wants {
 			if !strings.Contains(out, want) {
 				t.Errorf("the report lacks %q:\n%s", want, out)
 			}
