@@ -12,9 +12,10 @@ import (
 
 // The frontier run: on the dense notifications table, each contestant (B, the rail at its
 // defaults, at 1 ms batches, under MAX_WAL_RATE of 8, 16 and 32 MiB/s, and batches that flush
-// their own WAL, compressed, with writeback hints: 1 ms ones, and 2 ms ones under 48 and
-// 64 MiB/s) drains beside the foreground for -window (30 s: 12,000 operations) or until nothing
-// is left; the idle baseline is the foreground alone for as long. Each p99 gets a block-bootstrap 95% interval
+// their own WAL, compressed, with writeback hints: 1 ms ones alone and under 64 MiB/s, 2 ms ones
+// under 64 MiB/s, and those again without the hints) drains beside the foreground for -window
+// (30 s: 12,000 operations) or until nothing is left; the idle baseline is the foreground alone
+// for as long. Each p99 gets a block-bootstrap 95% interval
 // (frontier_stats.go); the server's WAL is sampled every 100 ms for its one-second windows;
 // frontier_report.go picks the gentle setting from them.
 
