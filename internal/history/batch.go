@@ -31,44 +31,58 @@ ON CONFLICT (run_id, pass, batch) DO NOTHING`
 
 // CommitBatch writes batch's record in tx, the batch's own transaction, so that it commits
 // exactly when the batch does, and commits tx: both in one round trip, since a batch beside
-// live traffic lasts a millisecond or two and a round trip is a tenth of that. The record's
+// live traffic lasts a millisecond or two and a round trip is a tenth of that. Each of after
+// is sent behind the COMMIT in the same round trip, outside the transaction. The record's
 // refusal is a "record the batch" error, and tx is left for the caller to roll back; any other
-// error is a *CommitError. A nil Store records nothing and only commits.
+// error of the record or the COMMIT is a *CommitError. A nil Store records nothing and only
+// commits.
 //
 // tx is committed by a COMMIT of its own, so pgx still takes it for open: tx must be begun on a
 // connection the caller holds (a pool's transaction would never give its connection back), and
 // the caller must not roll it back after a nil error, which would cost a round trip.
-func (s *Store) CommitBatch(ctx context.Context, tx pgx.Tx, runID, pass string, batch int, rows int64) error {
-	if s == nil {
-		if err := tx.Commit(ctx); err != nil {
+func (s *Store) CommitBatch(ctx context.Context, tx pgx.Tx, runID, pass string, batch int, rows int64, after ...After) error {
+	b := &pgx.Batch{}
+	if s != nil {
+		b.Queue(recordBatch, runID, pass, batch, rows)
+	}
+	b.Queue("COMMIT")
+	for _, a := range after {
+		b.Queue(a.SQL)
+	}
+	br := tx.SendBatch(ctx, b)
+	if s != nil {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) {
+				return fmt.Errorf("record the batch: %w", err)
+			}
 			return &CommitError{Err: err}
 		}
-		return nil
-	}
-	b := &pgx.Batch{}
-	b.Queue(recordBatch, runID, pass, batch, rows)
-	b.Queue("COMMIT")
-	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return fmt.Errorf("record the batch: %w", err)
-		}
-		return &CommitError{Err: err}
 	}
 	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil && tag.String() != "COMMIT" {
 		// An aborted transaction's COMMIT answers ROLLBACK.
 		err = pgx.ErrTxCommitRollback
 	}
 	if err != nil {
+		_ = br.Close()
 		return &CommitError{Err: err}
 	}
+	// The COMMIT's reply came: the batch committed, whatever becomes of the reads behind it. A
+	// connection that broke since is the caller's to see (it is closed), not a lost commit.
+	for _, a := range after {
+		a.Scan(br.QueryRow())
+	}
+	_ = br.Close()
 	return nil
+}
+
+// After is a read sent behind a batch's COMMIT in the same round trip. Scan takes its row, and
+// owns its failure: a failed read is never the commit's.
+type After struct {
+	SQL  string
+	Scan func(pgx.Row)
 }
 
 // CommitError is a batch's failed COMMIT. When Err is the server's own (a deferred constraint, a

@@ -3,6 +3,8 @@ package history_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +144,65 @@ func batchTx(t *testing.T, pool *pgxpool.Pool) (*pgxpool.Conn, pgx.Tx) {
 		t.Fatal(err)
 	}
 	return conn, tx
+}
+
+// TestCommitBatchAfter checks the reads sent behind a batch's COMMIT: each runs after the commit
+// (it sees the batch's record), with or without a Store; one that fails is its own failure, not
+// the commit's; and none is read when the commit fails.
+func TestCommitBatchAfter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	if _, err := pool.Exec(ctx, `CREATE TABLE parent (id int PRIMARY KEY);
+CREATE TABLE child (parent_id int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	// seen counts, outside the batch's transaction, the records and child rows it wrote.
+	const seen = `SELECT (SELECT count(*) FROM sweeprail.run_batch WHERE run_id = $1::uuid) + (SELECT count(*) FROM child)`
+	cases := []struct {
+		name  string
+		store *history.Store
+		in    string
+		read  string
+		// want is what the read scans; -1: it failed; -2: it was never read.
+		want    int64
+		commits bool
+	}{
+		{"a read behind the commit sees the batch", history.New(pool, time.Hour), "SELECT 1", seen, 1, true},
+		{"without a store it reads behind the plain commit", nil, "INSERT INTO parent VALUES (7); INSERT INTO child VALUES (7)", seen, 1, true},
+		{"a read that fails is not the commit's", history.New(pool, time.Hour), "SELECT 1", "SELECT 1/0", -1, true},
+		{"no read behind a commit the server refuses", history.New(pool, time.Hour), "INSERT INTO child VALUES (8)", seen, -2, false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			run := fmt.Sprintf("00000000-0000-0000-0000-0000000001%02d", i)
+			if _, err := pool.Exec(ctx, `TRUNCATE child, parent`); err != nil {
+				t.Fatal(err)
+			}
+			conn, tx := batchTx(t, pool)
+			if _, err := tx.Exec(ctx, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			got := int64(-2)
+			scan := func(row pgx.Row) {
+				got = -1
+				var n int64
+				if row.Scan(&n) == nil {
+					got = n
+				}
+			}
+			sql := strings.ReplaceAll(tc.read, "$1::uuid", "'"+run+"'::uuid")
+			err := tc.store.CommitBatch(ctx, tx, run, "read", 1, 10, history.After{SQL: sql, Scan: scan})
+			var cerr *history.CommitError
+			if committed := !errors.As(err, &cerr); committed != tc.commits || (tc.commits && err != nil) {
+				t.Fatalf("CommitBatch = %v, want committed %v", err, tc.commits)
+			}
+			if got != tc.want {
+				t.Errorf("the read behind the commit scanned %d, want %d", got, tc.want)
+			}
+			if s := conn.Conn().PgConn().TxStatus(); s != 'I' && tc.commits {
+				t.Errorf("transaction status %q after CommitBatch, want idle", s)
+			}
+		})
+	}
 }

@@ -272,3 +272,71 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// countingQuerier counts the reads sent through a real pool.
+type countingQuerier struct {
+	pool  *pgxpool.Pool
+	reads int
+}
+
+func (c *countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.reads++
+	return c.pool.QueryRow(ctx, sql, args...)
+}
+
+// TestPassEndRead checks the WAL position read behind a batch's COMMIT: the next Wait spends it
+// instead of a read of its own, once, and only while it is fresh; a failed one is not spent.
+func TestPassEndRead(t *testing.T) {
+	t.Parallel()
+	pool := openPool(t, dbtest.URL(t))
+	t.Run("off without a WAL rate", func(t *testing.T) {
+		t.Parallel()
+		ps := pace.New(pace.Config{Limits: pace.Limits{MaxSessions: 5}}).Pass(nil)
+		if sql, scan := ps.EndRead(); sql != "" || scan != nil {
+			t.Fatalf("EndRead = %q, want none: the pass does not pace the WAL rate", sql)
+		}
+	})
+	cases := []struct {
+		name string
+		// end reads behind the "batch" ("ok", "fail"; "": none); then the clock moves by age,
+		// which earns the bucket far more than the server writes meanwhile.
+		end   string
+		age   time.Duration
+		reads []int // the reads of each Wait after it
+	}{
+		{"a fresh read is spent once", "ok", time.Millisecond, []int{0, 1}},
+		{"a stale read is not spent", "ok", time.Second, []int{1, 1}},
+		{"a failed read is not spent", "fail", time.Millisecond, []int{1, 1}},
+		{"without one the Wait reads", "", time.Millisecond, []int{1, 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := newFakeClock()
+			ps := pace.New(pace.Config{Limits: pace.Limits{WALRate: 1 << 40}, Now: clock.now, Sleep: clock.sleep}).Pass(nil)
+			until := clock.now().Add(time.Hour)
+			q := &countingQuerier{pool: pool}
+			if _, err := ps.Wait(ctx, q, until); err != nil || q.reads != 1 {
+				t.Fatalf("first Wait: %v, %d reads; want one", err, q.reads)
+			}
+			ps.Batch(10)
+			if tc.end != "" {
+				sql, scan := ps.EndRead()
+				if sql == "" {
+					t.Fatal("EndRead gave no read with the WAL rate on")
+				}
+				if tc.end == "fail" {
+					sql = `SELECT 1/0`
+				}
+				scan(pool.QueryRow(ctx, sql))
+			}
+			clock.sleep(ctx, tc.age)
+			for i, want := range tc.reads {
+				q.reads = 0
+				if _, err := ps.Wait(ctx, q, until); err != nil || q.reads != want {
+					t.Fatalf("Wait %d after the batch: %v, %d reads; want %d", i+1, err, q.reads, want)
+				}
+			}
+		})
+	}
+}

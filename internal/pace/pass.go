@@ -22,6 +22,10 @@ type Pass struct {
 	rows int64
 	// bytesPerRow is the WAL a row of the pass costs, smoothed over its batches; 0 until known.
 	bytesPerRow float64
+	// ended is the WAL position read behind the last batch's COMMIT (EndRead), at endedAt; 0
+	// once a Wait spent it.
+	ended   int64
+	endedAt time.Time
 }
 
 // Pass starts the pacing of one pass, logging to logger (nil: the Pacer's); nil when the

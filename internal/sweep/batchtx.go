@@ -58,7 +58,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
-	err = pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n)
+	err = pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n, pr.afterCommit()...)
 	var cerr *history.CommitError
 	if errors.As(err, &cerr) {
 		// A failure of the client's own may leave the transaction open: it ends before the
@@ -67,6 +67,16 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 		return pr.lostCommit(*b, cerr)
 	}
 	return err
+}
+
+// afterCommit are the reads that go behind a batch's COMMIT in its round trip: the pacer's WAL
+// position, where it paces the WAL rate.
+func (pr *passRun) afterCommit() []history.After {
+	sql, scan := pr.aids.pacing.EndRead()
+	if sql == "" {
+		return nil
+	}
+	return []history.After{{SQL: sql, Scan: scan}}
 }
 
 // releaseConn gives the pass's connection back to the pool, if it holds one.

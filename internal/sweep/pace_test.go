@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +191,48 @@ func ownDeleteWAL(t *testing.T, pool *pgxpool.Pool, table string) int64 {
 	}
 	exec(t, pool, `DROP TABLE wal_twin`)
 	return plan[0].Plan.WALBytes
+}
+
+// TestWALRateReadsBehindCommit checks that a pass paced on the WAL rate reads the WAL position
+// behind each batch's COMMIT, in its round trip, and on its own only before the first batch: a
+// budget that never makes it wait costs no round trip per batch.
+func TestWALRateReadsBehindCommit(t *testing.T) {
+	t.Parallel()
+	u := dbtest.URL(t)
+	trace := &sqlTrace{}
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Statements sent on their own, not those of a pipelined batch: sqlTrace is no BatchTracer.
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	at := dbNow(t, pool)
+	seedNotifications(t, pool, at, 600, 0)
+	p := pace.New(pace.Config{Limits: pace.Limits{WALRate: 1 << 40}})
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 50),
+		AsOf: fixedAsOf(at), Pacer: p})
+	trace.mu.Lock()
+	trace.sql = nil
+	trace.mu.Unlock()
+	res := run(t, r, "notifications")
+	if res.StopReason != wire.StopExhausted || res.Deleted != 600 || res.ThrottledMs != 0 {
+		t.Fatalf("run: %+v, want every row deleted, unthrottled", res)
+	}
+	trace.mu.Lock()
+	defer trace.mu.Unlock()
+	reads := 0
+	for _, sql := range trace.sql {
+		if strings.Contains(sql, "pg_current_wal_insert_lsn") {
+			reads++
+		}
+	}
+	if batches := res.Passes[0].BatchCount; batches < 12 || reads != len(res.Passes) {
+		t.Fatalf("%d batches, %d reads of the WAL position on their own; want at least 12 batches, one read per pass (%d)",
+			batches, reads, len(res.Passes))
+	}
 }
