@@ -126,6 +126,9 @@ func (b *bench) frontierRun(ctx context.Context) (frontierResult, error) {
 		return res, err
 	}
 	for i, s := range frontierSettings {
+		if len(b.s.only) > 0 && !slices.Contains(b.s.only, s.key) {
+			continue
+		}
 		if m := s.method(); m != "" && !slices.Contains(methods, m) {
 			b.logf("frontier: %s left out: the server takes no wal_compression %s (it takes %s)", s.key, m, strings.Join(methods, ", "))
 			continue

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,8 @@ type settings struct {
 	window time.Duration
 	// keepTemplate keeps the frontier's seeded table for the next run, and reuses one kept.
 	keepTemplate bool
+	// only names the frontier's settings to run (B always runs); empty runs them all.
+	only keyList
 }
 
 // runDef is one subcommand: what it measures, which flags it takes, and the run itself, which
@@ -165,6 +168,7 @@ func parseArgs(args, environ []string, stderr io.Writer) (settings, error) {
 	if def.window {
 		fs.DurationVar(&s.window, "window", defaultWindow, "how long each contestant drains beside the foreground, at most (10s..110s)")
 		fs.BoolVar(&s.keepTemplate, "keep-template", false, "keep the seeded table for the next run with these -rows, and reuse one a run before kept")
+		fs.Var(&s.only, "only", `"KEY,KEY…": run only these of the rail's settings, by key (B always runs)`)
 	}
 	if def.variant {
 		fs.Var((*envList)(&s.variantEnv), "variant-env", `"KEY=VALUE …": adds C′, the rail with these API settings`)
@@ -241,6 +245,27 @@ func (e *envList) Set(v string) error {
 	return nil
 }
 
+// keyList is a flag of comma-separated keys of the frontier's settings.
+type keyList []string
+
+func (k *keyList) String() string { return strings.Join(*k, ",") }
+
+func (k *keyList) Set(v string) error {
+	*k = nil
+	for key := range strings.SplitSeq(v, ",") {
+		key = strings.TrimSpace(key)
+		if !slices.ContainsFunc(frontierSettings, func(s frontierSetting) bool { return s.key == key }) {
+			var keys []string
+			for _, s := range frontierSettings {
+				keys = append(keys, s.key)
+			}
+			return fmt.Errorf("%q is no setting of the frontier's (%s)", key, strings.Join(keys, ", "))
+		}
+		*k = append(*k, key)
+	}
+	return nil
+}
+
 // invocation is the command line that reproduces s, as the report records it: the run and the
 // flags that differ from its defaults (not the cluster's URL, the binaries or the output).
 func (s settings) invocation() string {
@@ -257,6 +282,9 @@ func (s settings) invocation() string {
 	}
 	if def.window && s.window != defaultWindow {
 		parts = append(parts, "-window "+s.window.String())
+	}
+	if len(s.only) > 0 {
+		parts = append(parts, "-only '"+s.only.String()+"'")
 	}
 	if len(s.variantEnv) > 0 {
 		parts = append(parts, "-variant-env '"+strings.Join(s.variantEnv, " ")+"'")

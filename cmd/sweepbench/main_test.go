@@ -24,6 +24,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"paths", "crossover"}, []string{`unexpected argument "crossover"`}},
 		{[]string{"frontier", "-window", "5s"}, []string{"-window 5s: want 10s..110s"}},
 		{[]string{"paths", "-window", "30s"}, []string{"flag provided but not defined: -window"}},
+		{[]string{"frontier", "-only", "C·1 SZF,C·9"}, []string{"-only", `"C·9" is no setting of the frontier's`, "C·1 SZF W64"}},
+		{[]string{"paths", "-only", "C"}, []string{"flag provided but not defined: -only"}},
 	} {
 		var stderr bytes.Buffer
 		err := run(t.Context(), tt.args, env, &bytes.Buffer{}, &stderr)
@@ -49,6 +51,10 @@ func TestCommandLine(t *testing.T) {
 		if !strings.Contains(stderr.String(), "usage: sweepbench") {
 			t.Errorf("run(%q) printed %q, want the usage", args, stderr.String())
 		}
+	}
+	s, err := parseArgs([]string{"frontier", "-only", "C·1 SZF, W8"}, env, &bytes.Buffer{})
+	if err != nil || s.only.String() != "C·1 SZF,W8" || !strings.Contains(s.invocation(), "-only 'C·1 SZF,W8'") {
+		t.Errorf("frontier -only: %v, %q in %q; want the two keys, in its invocation", err, s.only, s.invocation())
 	}
 	var stderr bytes.Buffer
 	_ = run(t.Context(), []string{"paths", "-h"}, env, &bytes.Buffer{}, &stderr)
