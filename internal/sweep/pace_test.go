@@ -213,15 +213,27 @@ func TestWALRateReadsBehindCommit(t *testing.T) {
 	t.Cleanup(pool.Close)
 	at := dbNow(t, pool)
 	seedNotifications(t, pool, at, 600, 0)
-	p := pace.New(pace.Config{Limits: pace.Limits{WALRate: 1 << 40}})
+	// The pacer's clock moves a millisecond each time it is read: a position read behind a
+	// commit is always fresh when the next Wait comes (a loaded machine's real pause between
+	// the two is no failure), and the bucket earns more than any batch writes, so no Wait
+	// sleeps (each still counts the ticks it read as throttled time).
+	var mu sync.Mutex
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		tick = tick.Add(time.Millisecond)
+		return tick
+	}
+	p := pace.New(pace.Config{Limits: pace.Limits{WALRate: 1 << 40}, Now: now})
 	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: fixed(settings(), 50),
 		AsOf: fixedAsOf(at), Pacer: p})
 	trace.mu.Lock()
 	trace.sql = nil
 	trace.mu.Unlock()
 	res := run(t, r, "notifications")
-	if res.StopReason != wire.StopExhausted || res.Deleted != 600 || res.ThrottledMs != 0 {
-		t.Fatalf("run: %+v, want every row deleted, unthrottled", res)
+	if res.StopReason != wire.StopExhausted || res.Deleted != 600 {
+		t.Fatalf("run: %+v, want every row deleted", res)
 	}
 	trace.mu.Lock()
 	defer trace.mu.Unlock()
