@@ -58,7 +58,9 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}
+	committing := pr.r.cfg.Now()
 	err = pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n, pr.afterCommit()...)
+	b.committing = pr.r.cfg.Now().Sub(committing)
 	var cerr *history.CommitError
 	if errors.As(err, &cerr) {
 		// A failure of the client's own may leave the transaction open: it ends before the

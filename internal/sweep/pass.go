@@ -236,8 +236,12 @@ func (pr *passRun) choosePath() error {
 	return nil
 }
 
-// adapt sizes the next batch after a full one that took took.
+// adapt sizes the next batch after a full one that took took. The target is the batch's work
+// before its COMMIT: a commit that waits for its WAL flush (BATCH_SYNC_COMMIT) waits as long
+// for a hundred rows as for a thousand, and counted in, a flush near the target would shrink
+// every batch to the least size, on a disk slower to flush than the target for good.
 func (pr *passRun) adapt(b batchResult, took time.Duration) {
+	took -= b.committing
 	s := pr.r.cfg.Settings
 	// The WAL rate caps a batch at the rows whose WAL fits the pacer's burst.
 	hi := max(s.MinBatchSize, pr.aids.pacing.MaxRows(s.MaxBatchSize))

@@ -430,3 +430,36 @@ func TestDryRun(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchTargetLeavesOutCommit checks that adaptive sizing aims the batch's work at the
+// target, not its COMMIT: a commit that waits (a deferred trigger sleeping once per batch, as
+// a slow disk's WAL flush would under BATCH_SYNC_COMMIT) longer than the target must not shrink
+// fast batches to the least size, whose drain would take a commit's wait per ten rows.
+func TestBatchTargetLeavesOutCommit(t *testing.T) {
+	t.Parallel()
+	pool, _ := poolAndURL(t)
+	at := dbNow(t, pool)
+	seedNotifications(t, pool, at, 3000, 0)
+	exec(t, pool, `CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('test.slept', true) IS DISTINCT FROM 'yes' THEN
+    PERFORM set_config('test.slept', 'yes', true);
+    PERFORM pg_sleep(0.3);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER DELETE ON notifications DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION slow_commit()`)
+	s := settings()
+	s.BatchSize, s.MinBatchSize, s.MaxBatchSize = 100, 10, 1000
+	s.BatchTarget, s.MaxBatches = 200*time.Millisecond, 20
+	r := newRunner(t, sweep.Config{Pool: pool, Specs: []policy.Spec{spec(t, "notifications")}, Settings: s, AsOf: fixedAsOf(at)})
+	res := run(t, r, "notifications")
+	// Growing from 100 rows, doubling each batch to the most: 100+200+400+800+1000+1000 rows
+	// after six, each batch's work far under 200 ms. Sized by the whole batch, every one over
+	// the target by its commit's 300 ms, they would halve to 10 rows: 20 batches, some 400.
+	if res.StopReason != wire.StopExhausted || res.Deleted != 3000 || res.Passes[0].BatchCount > 10 {
+		t.Fatalf("run: %s, %d rows in %d batches; want all 3000, exhausted, in at most 10 batches",
+			res.StopReason, res.Deleted, res.Passes[0].BatchCount)
+	}
+}
