@@ -123,8 +123,8 @@ type API struct {
 	CountTimeout time.Duration `env:"COUNT_TIMEOUT" envDefault:"10s"`
 	// BatchSize is a pass's first batch, within minBatchSize..maxBatchSize.
 	BatchSize int `env:"BATCH_SIZE" envDefault:"1000"`
-	// BatchTarget is the duration adaptive sizing aims each batch's work at, up to its COMMIT
-	// (whose WAL flush, under BatchSyncCommit, is the disk's, whatever the rows). The default is
+	// BatchTarget is the duration adaptive sizing aims each batch at; a self-flushing one's up
+	// to its COMMIT (whose wait for the flush is the disk's, whatever the rows). The default is
 	// well under the 100 ms a batch on a live table should stay below: batches scatter around the
 	// aim (a checkpoint, a neighbour on the CPU), and it is the slowest one a foreground commit
 	// meets.

@@ -24,8 +24,9 @@ type batchResult struct {
 	blocks uint32
 	// retried says the batch's first attempt met a held row lock and it ran again, locking.
 	retried bool
-	// committing is how long the batch's COMMIT (its record with it) took: with
-	// BATCH_SYNC_COMMIT mostly the disk's WAL flush, the same for any number of rows.
+	// committing is how long the batch's COMMIT (its record with it) took where it waited for
+	// its WAL flush (BATCH_SYNC_COMMIT, archiving): mostly the disk's, the same for any number
+	// of rows. Zero for a commit that does not wait.
 	committing time.Duration
 	// children are the rows each delete_with child lost with the batch.
 	children []int64

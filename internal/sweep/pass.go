@@ -236,10 +236,10 @@ func (pr *passRun) choosePath() error {
 	return nil
 }
 
-// adapt sizes the next batch after a full one that took took. The target is the batch's work
-// before its COMMIT: a commit that waits for its WAL flush (BATCH_SYNC_COMMIT) waits as long
-// for a hundred rows as for a thousand, and counted in, a flush near the target would shrink
-// every batch to the least size, on a disk slower to flush than the target for good.
+// adapt sizes the next batch after a full one that took took, less its wait for its WAL flush:
+// a commit that waits for it (BATCH_SYNC_COMMIT) waits as long for a hundred rows as for a
+// thousand, and counted in, a flush near the target would shrink every batch to the least
+// size, on a disk slower to flush than the target for good.
 func (pr *passRun) adapt(b batchResult, took time.Duration) {
 	took -= b.committing
 	s := pr.r.cfg.Settings
