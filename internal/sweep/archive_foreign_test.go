@@ -221,6 +221,24 @@ func (s *sqlTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 
 func (s *sqlTrace) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// tracedPool opens a pool on u whose statements sent on their own trace records; those of a
+// pipelined batch it does not see (sqlTrace is no BatchTracer).
+func tracedPool(t *testing.T, u string) (*pgxpool.Pool, *sqlTrace) {
+	t.Helper()
+	trace := &sqlTrace{}
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, trace
+}
+
 // TestArchivePolicyDoc keeps docs/POLICY.md's worked example of archive_to true: its SQL, run on
 // a cold server and the swept database (with the cold server's address, and the API's role
 // being the test's), makes an archive the check accepts without a warning; its policy moves the
@@ -257,17 +275,7 @@ func TestArchivePolicyDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trace := &sqlTrace{}
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = trace
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, trace := tracedPool(t, u)
 	at := dbNow(t, pool)
 	seedAudit(t, pool, at, 40, 5)
 	o := newAuditOracle(t, pool, at)

@@ -198,19 +198,7 @@ func ownDeleteWAL(t *testing.T, pool *pgxpool.Pool, table string) int64 {
 // budget that never makes it wait costs no round trip per batch.
 func TestWALRateReadsBehindCommit(t *testing.T) {
 	t.Parallel()
-	u := dbtest.URL(t)
-	trace := &sqlTrace{}
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Statements sent on their own, not those of a pipelined batch: sqlTrace is no BatchTracer.
-	cfg.ConnConfig.Tracer = trace
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, trace := tracedPool(t, dbtest.URL(t))
 	at := dbNow(t, pool)
 	seedNotifications(t, pool, at, 600, 0)
 	// The pacer's clock moves a millisecond each time it is read: a position read behind a
