@@ -324,9 +324,10 @@ type cronReport struct {
 			} `json:"error"`
 		} `json:"answer"`
 	} `json:"routes"`
-	NotCalled []string `json:"notCalled"`
-	ExitCode  int      `json:"exitCode"`
-	Error     string   `json:"error"`
+	NotCalled   []string `json:"notCalled"`
+	Interrupted bool     `json:"interrupted"`
+	ExitCode    int      `json:"exitCode"`
+	Error       string   `json:"error"`
 }
 
 // cronReports parses every complete line of a sweepcron --json output.

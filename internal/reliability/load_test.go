@@ -124,8 +124,12 @@ func TestLoad(t *testing.T) {
 				t.Errorf("%s ran %d ticks in %s, want at least %d", c.name, len(reps), duration, least)
 			}
 			ticks += len(reps)
-			for _, r := range reps {
-				if r.ExitCode != 0 || len(r.NotCalled) != 0 {
+			for i, r := range reps {
+				// The SIGTERM that ends the loop lands in a tick as often as not (a tick of nine
+				// routes on a loaded machine outlasts its interval): the tick it cuts reports
+				// interrupted, by design. Only the last tick may; its routes are checked below.
+				cut := r.Interrupted && i == len(reps)-1 && r.ExitCode == 1
+				if !cut && (r.ExitCode != 0 || len(r.NotCalled) != 0) {
 					bad++
 					t.Errorf("%s tick at %s: exit %d, not called %v: %s", c.name, r.StartedAt.Format(time.RFC3339), r.ExitCode, r.NotCalled, r.Error)
 				}
