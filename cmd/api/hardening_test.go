@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -216,9 +217,9 @@ func holdDryRuns(t *testing.T, s *served, pool *pgxpool.Pool, n int) (release fu
 }
 
 // TestReadyzWhileDryRunsHoldThePool: dry runs holding every connection of the
-// sweeps' pool (pool_max_conns=2, MAX_CONCURRENT_DRY_RUNS=2) neither let a third in (429) nor
-// reach /readyz, which answers from its own pool: a 503 database_unreachable there would make
-// Kubernetes pull a healthy pod.
+// sweeps' pool (pool_max_conns=2, MAX_CONCURRENT_DRY_RUNS=2) neither let a third in (429, at
+// once: its replay check runs on the probe's pool) nor reach /readyz, which answers from that
+// pool: a 503 database_unreachable there would make Kubernetes pull a healthy pod.
 func TestReadyzWhileDryRunsHoldThePool(t *testing.T) {
 	u := dbtest.URL(t)
 	pool := seedNotifications(t, u, 10)
@@ -230,9 +231,22 @@ func TestReadyzWhileDryRunsHoldThePool(t *testing.T) {
 	})
 	release := holdDryRuns(t, s, pool, 2)
 
-	status, body := do(t, signedRequest(t, http.MethodPost, s.url+"/internal/sweep-notifications", `{"dryRun": true}`))
-	if status != http.StatusTooManyRequests || !strings.Contains(string(body), `"error":"busy"`) {
-		t.Errorf("a third dry run: HTTP %d %s, want 429 busy", status, body)
+	// The answer is due at once, not when a held count gives its connection back (COUNT_TIMEOUT,
+	// 60s): the third request's replay check must not queue for the pool they hold.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req := signedRequest(t, http.MethodPost, s.url+"/internal/sweep-notifications", `{"dryRun": true}`)
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("a third dry run: %v, want 429 busy at once, while the held counts hold the pool", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"error":"busy"`) {
+		t.Errorf("a third dry run: HTTP %d %s, want 429 busy", resp.StatusCode, body)
 	}
 	for i := range 5 {
 		if status, body := get(t, s.url+"/readyz"); status != http.StatusOK {

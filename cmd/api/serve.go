@@ -109,8 +109,10 @@ func newLogger(cfg config.API, environ map[string]string, stderr io.Writer) *slo
 		With("app_env", cfg.AppEnv)
 }
 
-// apiPools are the sweeps' pool and /readyz's own, which no number of sweeps can take. Each
-// connection's session is reset on release: nothing a run sets survives into the next.
+// apiPools are the sweeps' pool and the probe's, which no number of sweeps can take: /readyz and
+// the replay check every signed request passes before it may start anything, which must not
+// queue behind the runs and counts it admits. Each connection's session is reset on release:
+// nothing a run sets survives into the next.
 type apiPools struct {
 	config *pgxpool.Config // the status page's pool is a copy
 	sweep  *pgxpool.Pool
@@ -197,7 +199,7 @@ func newAPIServer(ctx context.Context, cfg config.API, environ map[string]string
 	// accepting.
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	open.push(cancelRuns)
-	replay := nonce.New(pools.sweep)
+	replay := nonce.New(pools.probe)
 	handler := httpapi.NewServer(httpapi.Deps{
 		Logger:     logger,
 		Runner:     runner,

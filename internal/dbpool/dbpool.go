@@ -71,8 +71,8 @@ const resetSQL = `CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLIS
 // than pooled: one that may still carry a run's settings must never serve another.
 const resetTimeout = 5 * time.Second
 
-// probeConns is the size of the probe's pool: one probe at a time is what Kubernetes sends, and
-// a second lets a manual check overlap it.
+// probeConns is the size of the probe's pool: one probe at a time is what Kubernetes sends, a
+// second lets a manual check or a signed request's replay check (one short INSERT) overlap it.
 const probeConns = 2
 
 // ParseConfig parses a connection string as pgxpool.ParseConfig does, in DefaultQueryExecMode
@@ -138,9 +138,10 @@ func ResetOnRelease(cfg *pgxpool.Config, logger *slog.Logger) {
 	}
 }
 
-// ProbeConfig returns a copy of cfg for the readiness probe's own pool, of probeConns
-// connections. A probe that queued behind the sweeps for the main pool timed out and reported a
-// healthy server as unreachable, and Kubernetes pulled it.
+// ProbeConfig returns a copy of cfg for the pool of the readiness probe and the replay check, of
+// probeConns connections. A probe that queued behind the sweeps for the main pool timed out and
+// reported a healthy server as unreachable, and Kubernetes pulled it; a replay check that queued
+// there held a dry run past its 429 until the counts ahead of it ended.
 func ProbeConfig(cfg *pgxpool.Config) *pgxpool.Config {
 	p := cfg.Copy()
 	p.MaxConns = probeConns
