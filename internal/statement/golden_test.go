@@ -126,6 +126,10 @@ func TestGolden(t *testing.T) {
 		b.Ordered, b.WALCompression, b.FlushAfter = false, "lz4", 256<<10
 		got += "\n-- a batch's transaction, heap path, with BATCH_SYNC_COMMIT, BATCH_WAL_COMPRESSION=lz4 and BATCH_FLUSH_AFTER=256KiB\n" +
 			b.Begin() + ";\n"
+		b.WALCompression, b.FlushAfter, b.SearchPath = "", 0, `public, "it's", pg_temp`
+		got += "\n-- a later batch of the pass, the search_path its first computed set as it is\n" + b.Begin() + ";\n"
+		b.SearchPath = `public, "back\slash", pg_temp`
+		got += "\n-- the same where a schema's name holds a backslash\n" + b.Begin() + ";\n"
 		got += "\n-- a transaction that is no batch: the search_path, pg_temp last, and its statement and lock timeouts, or one of them\n" +
 			Timeouts{Statement: 10 * time.Second, Lock: 1500 * time.Microsecond}.SQL() + ";\n" +
 			Timeouts{Statement: 10 * time.Second}.SQL() + ";\n" + Timeouts{Lock: 2 * time.Second}.SQL() + ";\n"

@@ -24,8 +24,19 @@ var files embed.FS
 // templates are parsed once; a template that fails to parse or render is a programming error,
 // which the golden test catches before it ships.
 var templates = template.Must(template.New("").Option("missingkey=error").
-	Funcs(template.FuncMap{"cutoff": func() string { return cutoffPlaceholder }}).
+	Funcs(template.FuncMap{"cutoff": func() string { return cutoffPlaceholder }, "literal": literal}).
 	ParseFS(files, "sql/*.sql"))
+
+// literal quotes s as a string constant that reads as s whatever standard_conforming_strings
+// says, as PostgreSQL's quote_literal does: quotes doubled, and backslashes doubled in an E-prefixed
+// string where there are any.
+func literal(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		return "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
 
 // render executes the named template with data.
 func render(name string, data any) string {

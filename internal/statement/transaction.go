@@ -28,7 +28,13 @@ type BatchTransaction struct {
 	// FlushAfter is the batch's backend_flush_after in bytes, whole config.FlushAfterPage pages
 	// up to config.MaxFlushAfter; zero keeps the server's.
 	FlushAfter int64
+	// SearchPath is the search_path a batch before computed (SearchPathSQL read it), which this
+	// one sets as it is; empty computes it, pg_temp last.
+	SearchPath string
 }
+
+// SearchPathSQL reads the search_path a batch's transaction runs under, once Begin has set it.
+const SearchPathSQL = `SELECT current_setting('search_path')`
 
 // Check refuses a WALCompression other than empty or one of config.WALCompressions, and a
 // FlushAfter PostgreSQL would refuse or round: both are written into SQL, so nothing else may
@@ -53,10 +59,10 @@ func (b BatchTransaction) Begin() string {
 	return render("begin", struct {
 		StatementTimeoutMs, LockTimeoutMs, IdleTimeoutMs int64
 		SyncCommit, Ordered                              bool
-		WALCompression                                   string
+		WALCompression, SearchPath                       string
 		FlushAfterKB                                     int64
 	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered, b.WALCompression,
-		b.FlushAfter >> 10})
+		b.SearchPath, b.FlushAfter >> 10})
 }
 
 // Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a

@@ -43,6 +43,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 		}
 	}()
 	bt := s.batchTransaction(lockTimeout, pr.aids.arch != nil, ordered)
+	bt.SearchPath = pr.searchPath
 	begin := pr.r.beginSQL(bt)
 	tx, err := pr.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
@@ -56,6 +57,11 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 		}
 	}
 	defer end()
+	if pr.searchPath == "" {
+		if err := tx.QueryRow(ctx, statement.SearchPathSQL).Scan(&pr.searchPath); err != nil {
+			return fmt.Errorf("read the batch's search_path: %w", err)
+		}
+	}
 	if err := pr.measure(ctx, tx, fn); err != nil {
 		return err
 	}

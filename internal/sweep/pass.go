@@ -42,6 +42,9 @@ type passRun struct {
 	// pool (which resets its session) when the pass ends, not after every batch, whose reset
 	// would cost a round trip and the server's time per batch.
 	conn *pgxpool.Conn
+	// searchPath is the search_path the pass's first batch computed, pg_temp last, which the
+	// batches after it set as it is (statement.BatchTransaction.SearchPath).
+	searchPath string
 	// aids are what goes along with each batch of the pass.
 	aids batchAids
 	// at is where the pass stands on its access path, and the size of its next batch.

@@ -36,6 +36,12 @@
   for their own WAL flush a hundred milliseconds and more. With it, the backend asks the kernel
   to start writing after every so many bytes, as the checkpointer does. Any role may set it.
 
+  The search_path, pg_temp last, is computed by the pass's first batch (search-path, below) and
+  set as that constant by the others: computed, it is planned and run each batch, about half the
+  begin's round trip. After RESET ALL every session of the pool has the same default (the role's
+  and the database's), and a schema created mid-pass cannot join the path ahead of those the pass
+  started with.
+
   jit off: a batch's statements run for milliseconds, and compiling them (inlining, optimizing)
   costs a hundred or more; the prices that rule out sorts and scans lift every index-path plan
   past jit_above_cost, so with JIT on each batch paid that compile, several times its own work.
@@ -44,7 +50,11 @@
 BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
 SET SESSION AUTHORIZATION DEFAULT;
 RESET ALL;
+{{if .SearchPath -}}
+SELECT set_config('search_path', {{literal .SearchPath}}, true);
+{{- else -}}
 SELECT {{template "search-path"}};
+{{- end}}
 SET LOCAL statement_timeout = {{.StatementTimeoutMs}};
 SET LOCAL lock_timeout = {{.LockTimeoutMs}};
 SET LOCAL idle_in_transaction_session_timeout = {{.IdleTimeoutMs}};
