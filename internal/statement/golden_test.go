@@ -120,16 +120,17 @@ func TestGolden(t *testing.T) {
 	t.Run("batch.begin.sql", func(t *testing.T) {
 		t.Parallel()
 		b := BatchTransaction{StatementTimeout: 5 * time.Second, LockTimeout: 50 * time.Millisecond, IdleTimeout: 10 * time.Second}
-		got := "-- a batch's transaction, heap path\n" + b.Begin() + ";\n\n"
+		begin := func(b BatchTransaction) string { return strings.Join(b.Begin(), ";\n") }
+		got := "-- a batch's transaction, heap path\n" + begin(b) + ";\n\n"
 		b.SyncCommit, b.Ordered, b.LockTimeout = true, true, 2*time.Second
-		got += "-- a batch's transaction, index path, with BATCH_SYNC_COMMIT (or archiving), after a held row lock\n" + b.Begin() + ";\n"
+		got += "-- a batch's transaction, index path, with BATCH_SYNC_COMMIT (or archiving), after a held row lock\n" + begin(b) + ";\n"
 		b.Ordered, b.WALCompression, b.FlushAfter = false, "lz4", 256<<10
 		got += "\n-- a batch's transaction, heap path, with BATCH_SYNC_COMMIT, BATCH_WAL_COMPRESSION=lz4 and BATCH_FLUSH_AFTER=256KiB\n" +
-			b.Begin() + ";\n"
+			begin(b) + ";\n"
 		b.WALCompression, b.FlushAfter, b.SearchPath = "", 0, `public, "it's", pg_temp`
-		got += "\n-- a later batch of the pass, the search_path its first computed set as it is\n" + b.Begin() + ";\n"
+		got += "\n-- a later batch of the pass, the search_path its first computed set as it is\n" + begin(b) + ";\n"
 		b.SearchPath = `public, "back\slash", pg_temp`
-		got += "\n-- the same where a schema's name holds a backslash\n" + b.Begin() + ";\n"
+		got += "\n-- the same where a schema's name holds a backslash\n" + begin(b) + ";\n"
 		got += "\n-- a transaction that is no batch: the search_path, pg_temp last, and its statement and lock timeouts, or one of them\n" +
 			Timeouts{Statement: 10 * time.Second, Lock: 1500 * time.Microsecond}.SQL() + ";\n" +
 			Timeouts{Statement: 10 * time.Second}.SQL() + ";\n" + Timeouts{Lock: 2 * time.Second}.SQL() + ";\n"

@@ -53,16 +53,18 @@ func checkWrites(walCompression string, flushAfter int64) error {
 	return nil
 }
 
-// Begin is the statements that begin the transaction, for pgx.TxOptions.BeginQuery: sent
-// without arguments, pgx runs them in one round trip through the simple protocol.
-func (b BatchTransaction) Begin() string {
-	return render("begin", struct {
+// Begin is the statements that begin the transaction, BEGIN first, each on its own: they go out
+// in one pipeline with the transaction's first statement (the extended protocol takes one
+// statement a message).
+func (b BatchTransaction) Begin() []string {
+	v := struct {
 		StatementTimeoutMs, LockTimeoutMs, IdleTimeoutMs int64
 		SyncCommit, Ordered                              bool
 		WALCompression, SearchPath                       string
 		FlushAfterKB                                     int64
 	}{wholeMs(b.StatementTimeout), wholeMs(b.LockTimeout), wholeMs(b.IdleTimeout), b.SyncCommit, b.Ordered, b.WALCompression,
-		b.SearchPath, b.FlushAfter >> 10})
+		b.SearchPath, b.FlushAfter >> 10}
+	return []string{render("begin", v), render("begin-session", v), render("begin-reset", v), render("begin-settings", v)}
 }
 
 // Timeouts bound a transaction that is no batch (a survey, a dry run's count, a check's probe, a

@@ -44,11 +44,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 	}()
 	bt := s.batchTransaction(lockTimeout, pr.aids.arch != nil, ordered)
 	bt.SearchPath = pr.searchPath
-	begin := pr.r.beginSQL(bt)
-	tx, err := pr.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
+	tx := newPendingTx(pr.conn.Conn(), pr.r.beginSQL(bt))
 	// end rolls tx back while the server holds it open. It reads the connection, not pgx's tx,
 	// which CommitBatch's own COMMIT leaves taken for open: after a commit it costs nothing.
 	end := func() {
@@ -66,7 +62,7 @@ func (pr *passRun) inTx(lockTimeout time.Duration, ordered bool, b *batchResult,
 		return err
 	}
 	committing := pr.r.cfg.Now()
-	err = pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n, pr.afterCommit()...)
+	err := pr.r.cfg.History.CommitBatch(ctx, tx, pr.of.id, pr.p.Name, pr.batchNumber(), b.n, pr.afterCommit()...)
 	if bt.SyncCommit {
 		// Only a commit that waits for its flush: one that does not is quick unless deferred
 		// constraint checks run in it, and those grow with the rows like the batch's work.
@@ -109,9 +105,9 @@ func (s Settings) batchTransaction(lockTimeout time.Duration, archiving, ordered
 }
 
 // beginSQL is b.Begin(), rendered once per runner for each b.
-func (r *Runner) beginSQL(b statement.BatchTransaction) string {
+func (r *Runner) beginSQL(b statement.BatchTransaction) []string {
 	if sql, ok := r.begins.Load(b); ok {
-		return sql.(string)
+		return sql.([]string)
 	}
 	sql := b.Begin()
 	r.begins.Store(b, sql)
@@ -177,9 +173,10 @@ func (r *Runner) beginOnce(ctx context.Context, b statement.BatchTransaction) er
 		return fmt.Errorf("acquire a connection: %w", err)
 	}
 	defer c.Release()
-	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: b.Begin()})
-	if err != nil {
-		return err
+	tx := newPendingTx(c.Conn(), b.Begin())
+	err = tx.open(ctx)
+	if c.Conn().PgConn().TxStatus() != 'I' {
+		err = errors.Join(err, tx.Rollback(ctx))
 	}
-	return tx.Rollback(ctx)
+	return err
 }

@@ -26,3 +26,6 @@ func HeapBatchSQL(p policy.Pass, capped bool) string {
 
 // ReadFingerprint is a run's fingerprint read: in a read-only transaction under timeouts t.
 var ReadFingerprint = readFingerprint
+
+// NewPendingTx is a batch's transaction whose begin rides with its first statement.
+var NewPendingTx = newPendingTx

@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func BenchmarkReproofRead(b *testing.B) {
 				readTook = append(readTook, read())
 			}
 			began := time.Now()
-			err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{BeginQuery: begin.Begin()}, func(tx pgx.Tx) error {
+			err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{BeginQuery: strings.Join(begin.Begin(), ";\n")}, func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, form.SQL, form.Params.Bind(statement.Args{Cutoff: cutoff, Limit: batchRows})...)
 				return err
 			})

@@ -13,6 +13,7 @@
 //	batch.go           one batch: its form (a statement.Form), its arguments, its batchResult;
 //	                   no row locks first, retried once in the locking form on a held row
 //	batchtx.go         one batch's transaction, on the pass's connection, with its record
+//	begintx.go         a batch's transaction whose begin rides with its first statement
 //	commitlost.go      a batch whose COMMIT's reply was lost: asked on a fresh connection
 //	settle.go          the earlier runs' batches of unknown outcome, settled under the lease
 //	indexbatch.go      the index path's batch: a range of ages from the cursor

@@ -1,9 +1,11 @@
 {{/*
-  How a batch's transaction begins: BEGIN and the batch's settings, one list of statements sent
-  in one round trip (the simple protocol), so a batch costs no extra round trip or parse for
-  them. SET LOCAL: they end with the transaction, and the connection keeps the server's
-  defaults. Every value is a whole number of milliseconds or a keyword the engine chose, never
-  text from a policy.
+  How a batch's transaction begins: BEGIN, the session's reset and the batch's settings, four
+  statements sent in one pipeline with the batch's first statement, so a batch spends no round
+  trip of its own on them. The settings are set_config(…, true), as SET LOCAL: they end with the
+  transaction, and the connection keeps the server's defaults; one SELECT sets them all. Every
+  value is a whole number of milliseconds, a keyword the engine chose or the search_path the
+  server computed, never text from a policy. Each statement of a pipeline runs under the
+  statement_timeout in force when it starts, so the batch's statements run under the batch's.
 
   A pass runs its batches on one connection, which the pool resets only when the pass gives it
   back; so each batch undoes what the one before may have left on the session (a trigger's
@@ -47,29 +49,31 @@
   past jit_above_cost, so with JIT on each batch paid that compile, several times its own work.
 */}}
 {{define "begin" -}}
-BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE;
-SET SESSION AUTHORIZATION DEFAULT;
-RESET ALL;
-{{if .SearchPath -}}
-SELECT set_config('search_path', {{literal .SearchPath}}, true);
-{{- else -}}
-SELECT {{template "search-path"}};
+BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE
 {{- end}}
-SET LOCAL statement_timeout = {{.StatementTimeoutMs}};
-SET LOCAL lock_timeout = {{.LockTimeoutMs}};
-SET LOCAL idle_in_transaction_session_timeout = {{.IdleTimeoutMs}};
-SET LOCAL synchronous_commit = {{if .SyncCommit}}on{{else}}off{{end}};
-SET LOCAL plan_cache_mode = force_custom_plan;
-SET LOCAL jit = off
-{{- if .WALCompression}};
-SET LOCAL wal_compression = {{.WALCompression}}
+
+{{define "begin-session" -}}
+SET SESSION AUTHORIZATION DEFAULT
 {{- end}}
-{{- if .FlushAfterKB}};
-SET LOCAL backend_flush_after = '{{.FlushAfterKB}}kB'
+
+{{define "begin-reset" -}}
+RESET ALL
 {{- end}}
-{{- if .Ordered}};
-SET LOCAL enable_sort = off;
-SET LOCAL enable_seqscan = off
+
+{{define "begin-settings" -}}
+SELECT {{if .SearchPath}}set_config('search_path', {{literal .SearchPath}}, true){{else}}{{template "search-path"}}{{end}},
+       set_config('statement_timeout', '{{.StatementTimeoutMs}}', true), set_config('lock_timeout', '{{.LockTimeoutMs}}', true),
+       set_config('idle_in_transaction_session_timeout', '{{.IdleTimeoutMs}}', true),
+       set_config('synchronous_commit', '{{if .SyncCommit}}on{{else}}off{{end}}', true),
+       set_config('plan_cache_mode', 'force_custom_plan', true), set_config('jit', 'off', true)
+{{- if .WALCompression}},
+       set_config('wal_compression', '{{.WALCompression}}', true)
+{{- end}}
+{{- if .FlushAfterKB}},
+       set_config('backend_flush_after', '{{.FlushAfterKB}}kB', true)
+{{- end}}
+{{- if .Ordered}},
+       set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true)
 {{- end}}
 {{- end}}
 
