@@ -226,17 +226,23 @@ func (s *sqlTrace) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 func tracedPool(t *testing.T, u string) (*pgxpool.Pool, *sqlTrace) {
 	t.Helper()
 	trace := &sqlTrace{}
-	cfg, err := pgxpool.ParseConfig(u)
+	return poolTracedBy(t, u, trace), trace
+}
+
+// poolTracedBy opens a pool on u, as the API does (dbpool), whose connections report to tracer.
+func poolTracedBy(t *testing.T, u string, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := dbpool.ParseConfig(u, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Tracer = trace
+	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return pool, trace
+	return pool
 }
 
 // TestArchivePolicyDoc keeps docs/POLICY.md's worked example of archive_to true: its SQL, run on

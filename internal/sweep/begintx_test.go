@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/policy"
 	"github.com/sweeprail/sweeprail/internal/sweep"
@@ -55,17 +54,7 @@ func (s *sendTrace) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndD
 func sendTracedPool(t *testing.T, u string) (*pgxpool.Pool, *sendTrace) {
 	t.Helper()
 	st := &sendTrace{}
-	cfg, err := dbpool.ParseConfig(u, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = st
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, st
+	return poolTracedBy(t, u, st), st
 }
 
 // TestBatchBeginRidesAlong: a batch's BEGIN and settings go out in one round trip with the
