@@ -228,15 +228,7 @@ func apiDefaults() (config.API, error) {
 // baseline runs the foreground workload alone on a fresh copy, and reports the share of the
 // machine other tenants used meanwhile.
 func (b *bench) baseline(ctx context.Context, tpl string) ([]time.Duration, float64, error) {
-	o, err := b.measure(ctx, contestant{db: "baseline", setup: func(context.Context, string) (sweepFunc, func(), error) {
-		return func(ctx context.Context) (outcome, error) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(fgBaseline):
-			}
-			return outcome{}, ctx.Err()
-		}, func() {}, nil
-	}}, tpl, probe{fg: true})
+	o, err := b.measure(ctx, contestant{db: "baseline", setup: idleSetup(fgBaseline)}, tpl, probe{fg: true})
 	return o.fg, o.foreign, err
 }
 

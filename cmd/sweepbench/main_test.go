@@ -24,7 +24,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"paths", "crossover"}, []string{`unexpected argument "crossover"`}},
 		{[]string{"frontier", "-window", "5s"}, []string{"-window 5s: want 10s..110s"}},
 		{[]string{"paths", "-window", "30s"}, []string{"flag provided but not defined: -window"}},
-		{[]string{"frontier", "-only", "C·1 SZF,C·9"}, []string{"-only", `"C·9" is no setting of the frontier's`, "C·1 SZF W64"}},
+		{[]string{"frontier", "-only", "C·1 SZF,C·9"}, []string{"-only", `"C·9" is no setting of the frontier's`, "C·1.5 SZF"}},
 		{[]string{"paths", "-only", "C"}, []string{"flag provided but not defined: -only"}},
 	} {
 		var stderr bytes.Buffer

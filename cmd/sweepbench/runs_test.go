@@ -204,7 +204,8 @@ func TestRuns(t *testing.T) {
 		}
 		out := b.renderFrontier(res)
 		wants := []string{generatedNote + " (sweepbench frontier)", "# The foreground frontier",
-			"| C | the rail, defaults |", "| W8 | the rail, at most 8 MiB/s of WAL: `MAX_WAL_RATE=8MiB` |", "Idle foreground p99: "}
+			"| C | the rail, defaults |", "| W8 | the rail, at most 8 MiB/s of WAL: `MAX_WAL_RATE=8MiB` |", "Idle foreground p99: ",
+			"| I′ | the foreground alone again, at the round's end: no sweep |", "I′ is the foreground alone again"}
 		if psi {
 			wants = append(wants, "Waiting, as the kernel's pressure stall information counts it", ", waiting cpu ")
 		}
@@ -388,7 +389,7 @@ func frontierKeys(t *testing.T, b *bench) string {
 	}
 	keys := []string{"B", "C", "C·1", "W32", "W16", "W8"}
 	if slices.Contains(methods, "lz4") {
-		keys = append(keys, "C·1 SZF", "C·1 SZF W64", "C·2 SZF W64", "C·2 SZ W64")
+		keys = append(keys, "C·1 SZF", "C·1.5 SZF", "C·2 SZF W64", "C·2 SZ W64")
 	}
-	return strings.Join(keys, " ")
+	return strings.Join(append(keys, "I′"), " ")
 }
