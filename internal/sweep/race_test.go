@@ -52,9 +52,17 @@ func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid int32) string {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		var query string
-		err := pool.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&query)
+		var blocked int32
+		err := pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)) LIMIT 1`, pid).Scan(&blocked)
 		if err == nil {
+			// The query text is read again, in a statement of its own: pg_stat_activity is a
+			// snapshot taken before pg_blocking_pids ran, and it may still show the statement
+			// before the blocked one. The session stays blocked until the test lets pid go, so
+			// a snapshot taken now shows the statement that waits.
+			var query string
+			if err := pool.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE pid = $1`, blocked).Scan(&query); err != nil {
+				t.Fatal(err)
+			}
 			return query
 		}
 		if err != pgx.ErrNoRows {
