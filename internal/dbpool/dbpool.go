@@ -63,11 +63,11 @@ func defaultExecMode(dsn string, cc *pgx.ConnConfig) error {
 // resetSQL is DISCARD ALL without its DEALLOCATE ALL: pgx keeps a cache of prepared statements
 // per connection, and deallocating them behind its back would fail their next use. RESET ALL
 // returns every setting to the session's default, which keeps what the connection string set
-// at startup (application_name, options=-c …). It goes first, so that the rest of the reset
-// runs under those defaults rather than under a lock_timeout or statement_timeout the last
-// holder left (a tiny one can still cancel the reset's first statement: then the connection is
-// closed, as for any failed reset).
-const resetSQL = `RESET ALL; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; UNLISTEN *; ` +
+// at startup (application_name, options=-c …). It comes before DISCARD TEMP, the one statement
+// that may wait on a lock, so that wait is not bounded by a lock_timeout or statement_timeout
+// the last holder left; what runs before it takes no lock (a tiny statement_timeout can still
+// cancel it: then the connection is closed, as for any failed reset).
+const resetSQL = `CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; ` +
 	`SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES`
 
 // resetTimeout bounds one reset. A connection whose reset fails or times out is closed rather

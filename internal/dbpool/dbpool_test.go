@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -165,6 +166,99 @@ func TestResetOnRelease(t *testing.T) {
 				t.Errorf("a write on the reset connection: %v", err)
 			}
 		})
+	}
+}
+
+// TestResetRunsUnderDefaults: the reset does not run under a lock_timeout the last holder left.
+// The holder leaves a 1 ms lock_timeout and a temporary table that another session holds a
+// lock on, so the reset's DISCARD TEMP must wait; once the reset is seen waiting (pg_blocking_pids)
+// the lock goes, and the next acquirer gets the same backend, reset. Under the holder's
+// lock_timeout the wait would fail at once and the pool would close the connection.
+func TestResetRunsUnderDefaults(t *testing.T) {
+	t.Parallel()
+	u, _ := limitedRole(t)
+	pool := onePool(t, u, true)
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			c.Release() // the pool's cleanup waits for every connection to come back
+		}
+	}()
+	pid := text(t, c, `SELECT pg_backend_pid()::text`)
+	exec(`CREATE TEMP TABLE leftover (x int)`)(t, c)
+	table := text(t, c, `SELECT pg_my_temp_schema()::regnamespace::text || '.leftover'`)
+	exec(`SET lock_timeout = 1`)(t, c)
+
+	// Another session may lock a session's temporary table if it is a superuser: the server's
+	// own role, on the test's database.
+	admin, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := url.Parse(dbtest.ServerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.User = server.User
+	locker, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	released = true
+
+	// The deterministic point: the reset waits on the locker. A reset that gave up instead has
+	// closed its connection, and its backend is gone.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var waiting, alive bool
+		if err := locker.QueryRow(ctx, `SELECT pg_backend_pid() = ANY (pg_blocking_pids($1::int)),
+			EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1::int)`, pid).Scan(&waiting, &alive); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if !alive {
+			t.Fatal("the reset gave up on the lock under the holder's lock_timeout: its connection was closed")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reset never waited on the locker's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err = pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if got := text(t, c, `SELECT pg_backend_pid()::text`); got != pid {
+		t.Fatalf("the next acquirer got backend %s, not %s: the reset failed and the connection was replaced", got, pid)
+	}
+	for check, want := range map[string]string{
+		`SELECT current_setting('lock_timeout')`:                 "0",
+		`SELECT (to_regclass('pg_temp.leftover') IS NULL)::text`: "true",
+	} {
+		if got := text(t, c, check); got != want {
+			t.Errorf("%s: %q after the reset, want %q", check, got, want)
+		}
 	}
 }
 

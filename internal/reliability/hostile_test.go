@@ -74,7 +74,7 @@ func settle(t *testing.T, pool *pgxpool.Pool, app string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for scalar[int64](t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
-  AND (state <> 'idle' OR (query <> '' AND query NOT LIKE 'RESET ALL; CLOSE ALL;%'))`, app) > 0 {
+  AND (state <> 'idle' OR (query <> '' AND query NOT LIKE 'CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT;%'))`, app) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the api's sessions did not settle within 10s")
 		}
