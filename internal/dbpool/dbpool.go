@@ -60,14 +60,16 @@ func defaultExecMode(dsn string, cc *pgx.ConnConfig) error {
 	return nil
 }
 
-// resetSQL is DISCARD ALL without its DEALLOCATE ALL: pgx keeps a cache of prepared statements
+// ResetSQL is what a released connection runs before it is pooled again, in one simple-protocol
+// query, so it is also the last query pg_stat_activity shows for a connection at rest. It is
+// DISCARD ALL without its DEALLOCATE ALL: pgx keeps a cache of prepared statements
 // per connection, and deallocating them behind its back would fail their next use. RESET ALL
 // returns every setting to the session's default, which keeps what the connection string set
 // at startup (application_name, options=-c …). It comes before DISCARD TEMP, the one statement
 // that may wait on a lock, so that wait is not bounded by a lock_timeout or statement_timeout
 // the last holder left; what runs before it takes no lock (a tiny statement_timeout can still
 // cancel it: then the connection is closed, as for any failed reset).
-const resetSQL = `CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; ` +
+const ResetSQL = `CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; ` +
 	`SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES`
 
 // resetTimeout bounds one reset. A connection whose reset fails or times out is closed rather
@@ -133,7 +135,7 @@ func ResetOnRelease(cfg *pgxpool.Config, logger *slog.Logger) {
 	cfg.AfterRelease = func(c *pgx.Conn) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 		defer cancel()
-		if _, err := c.Exec(ctx, resetSQL); err != nil {
+		if _, err := c.Exec(ctx, ResetSQL); err != nil {
 			logger.Warn("reset a released connection; closing it instead", "err", err)
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sweeprail/sweeprail/internal/dbpool"
 	"github.com/sweeprail/sweeprail/internal/dbtest"
 	"github.com/sweeprail/sweeprail/internal/signing"
 )
@@ -74,7 +75,7 @@ func settle(t *testing.T, pool *pgxpool.Pool, app string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for scalar[int64](t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
-  AND (state <> 'idle' OR (query <> '' AND query NOT LIKE 'CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT;%'))`, app) > 0 {
+  AND (state <> 'idle' OR (query <> '' AND query <> $2))`, app, dbpool.ResetSQL) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the api's sessions did not settle within 10s")
 		}
